@@ -1,0 +1,224 @@
+/* bert.h: the C ABI of bertengine, a BERT pretraining engine (the only public header).
+ *
+ * A host (C, Python, Go, Rust, a scheduler) creates a session from a JSON config, feeds it
+ * batches or lets it read its own data, and steps the optimizer:
+ *
+ *     bert_session* s = NULL;
+ *     if (bert_session_create("{\"model\": \"bert-tiny\"}", NULL, &s) != BERT_OK) {
+ *       fprintf(stderr, "%s\n", bert_last_error()); return 1;
+ *     }
+ *     bert_step_result r; bert_step_result_init(&r);
+ *     for (int i = 0; i < 100; ++i) bert_step(s, NULL, &r);   // synthetic data by default
+ *     bert_checkpoint(s, "tiny.h5");
+ *     bert_session_destroy(s);
+ *
+ * Conventions
+ *  - Every fallible call returns a bert_status. On failure the message is in bert_last_error()
+ *    (thread-local, valid until the next call on the same thread) and out-parameters are left
+ *    untouched. No C++ exception crosses this boundary.
+ *  - Structs that may grow start with `struct_size`; fill them with their *_init function.
+ *  - Configuration is JSON text; the schema is in README.md ("Config schema"). Unknown or
+ *    ill-typed keys fail bert_session_create with a message naming the key.
+ *  - Threads: a session may be used from any thread but by one thread at a time (it may move
+ *    between threads). bert_session_abort and bert_last_error may be called from any thread at
+ *    any time. Different sessions are independent.
+ *  - Collective calls (marked COLLECTIVE) must be called by every rank of a distributed run in
+ *    the same order; with one rank they complete locally.
+ */
+#ifndef BERT_H
+#define BERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define BERT_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define BERT_API __attribute__((visibility("default")))
+#else
+#define BERT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of this header's ABI; bert_api_version() returns the library's. */
+#define BERT_API_VERSION 1
+
+typedef enum bert_status {
+  BERT_OK = 0,
+  BERT_ERR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad batch, a size out of range */
+  BERT_ERR_CONFIG = 2,           /* malformed JSON, unknown key, wrong type, impossible value */
+  BERT_ERR_IO = 3,               /* a file could not be opened, read or written */
+  BERT_ERR_DATA = 4,             /* a data shard or vocabulary is malformed */
+  BERT_ERR_CHECKPOINT = 5,       /* a checkpoint is corrupt or does not match the model */
+  BERT_ERR_OUT_OF_MEMORY = 6,
+  BERT_ERR_BACKEND = 7,          /* CUDA, cuBLAS, cuDNN or the CPU backend failed */
+  BERT_ERR_DISTRIBUTED = 8,      /* a collective failed or timed out */
+  BERT_ERR_ABORTED = 9,          /* bert_session_abort stopped the call */
+  BERT_ERR_UNSUPPORTED = 10,     /* not built in (e.g. CUDA in a CPU-only build) */
+  BERT_ERR_INTERNAL = 11
+} bert_status;
+
+typedef struct bert_session bert_session; /* opaque */
+
+/* Library version string ("0.1.0") and ABI version (compare with BERT_API_VERSION). */
+BERT_API const char* bert_version(void);
+BERT_API int bert_api_version(void);
+/* Static name of a status ("BERT_ERR_CONFIG"); never NULL. */
+BERT_API const char* bert_status_string(bert_status status);
+/* Message of the last failed call on this thread ("" if none). */
+BERT_API const char* bert_last_error(void);
+
+/* ---- logging ------------------------------------------------------------------------- */
+typedef enum bert_log_level {
+  BERT_LOG_DEBUG = 0,
+  BERT_LOG_INFO = 1,
+  BERT_LOG_WARNING = 2,
+  BERT_LOG_ERROR = 3
+} bert_log_level;
+typedef void (*bert_log_fn)(bert_log_level level, const char* message, void* user_data);
+/* Process-wide log sink. NULL restores the default (warnings and errors to stderr).
+ * The callback may be called from any thread that runs engine code. */
+BERT_API void bert_set_log_callback(bert_log_fn fn, void* user_data);
+
+/* ---- distributed setup ---------------------------------------------------------------- */
+typedef enum bert_dist_backend {
+  BERT_DIST_AUTO = 0,  /* from the launcher's environment (Open MPI, Slurm, torchrun), else local */
+  BERT_DIST_LOCAL = 1, /* one rank, no communication */
+  BERT_DIST_MPI = 2,
+  BERT_DIST_NCCL = 3
+} bert_dist_backend;
+
+typedef struct bert_dist {
+  size_t struct_size;
+  bert_dist_backend backend;
+  int rank;       /* -1: from the environment */
+  int world_size; /* -1: from the environment */
+  int local_rank; /* -1: from the environment; picks the GPU */
+  int has_nccl_unique_id;
+  unsigned char nccl_unique_id[128]; /* from bert_dist_unique_id on rank 0, carried by the host */
+} bert_dist;
+
+/* Fills defaults: backend AUTO, ranks -1, no unique id. */
+BERT_API void bert_dist_init(bert_dist* dist);
+
+/* ---- batches and results -------------------------------------------------------------- */
+/* One batch of pretraining samples with the fields of the NVIDIA DLE HDF5 shards.
+ * Arrays are row-major int32 and are only read during the call. Conventions as in DLE:
+ * input_mask is 1 for real tokens, 0 for padding; masked_lm_positions is zero-padded and the
+ * first 0 ends a sample's masks; next_sentence_labels is 0 (IsNext) or 1 (NotNext). */
+typedef struct bert_batch {
+  size_t struct_size;
+  int32_t batch_size;                  /* B */
+  int32_t seq_length;                  /* S: at most data.max_seq_length */
+  int32_t max_predictions;             /* P: at most data.max_predictions_per_seq */
+  const int32_t* input_ids;            /* [B, S] */
+  const int32_t* segment_ids;          /* [B, S], values 0 or 1 */
+  const int32_t* input_mask;           /* [B, S], values 0 or 1 */
+  const int32_t* masked_lm_positions;  /* [B, P] */
+  const int32_t* masked_lm_ids;        /* [B, P] */
+  const int32_t* next_sentence_labels; /* [B] */
+} bert_batch;
+
+typedef struct bert_step_result {
+  size_t struct_size;
+  int64_t step;              /* optimizer steps completed so far */
+  float loss;                /* mlm_loss + nsp_loss, averaged over the step's micro-batches */
+  float mlm_loss;
+  float nsp_loss;
+  float learning_rate;       /* the rate used by this step */
+  float grad_norm;           /* global norm of the averaged gradient, before clipping */
+  float loss_scale;          /* dynamic loss scale (1 when not used) */
+  int32_t skipped;           /* 1 if the update was skipped (non-finite gradients) */
+  int32_t micro_batches;     /* micro-batches accumulated into this step */
+  int64_t sequences;         /* sequences processed by this call */
+  double step_seconds;       /* wall time of this call */
+  double sequences_per_second;
+  double tokens_per_second;  /* non-padding tokens per second */
+} bert_step_result;
+
+typedef struct bert_eval_result {
+  size_t struct_size;
+  double mlm_accuracy;   /* fraction of masked tokens predicted exactly */
+  double mlm_loss;       /* mean cross-entropy over masked tokens */
+  double nsp_accuracy;
+  double nsp_loss;
+  int64_t sequences;
+  int64_t masked_tokens;
+} bert_eval_result;
+
+BERT_API void bert_batch_init(bert_batch* batch);
+BERT_API void bert_step_result_init(bert_step_result* result);
+BERT_API void bert_eval_result_init(bert_eval_result* result);
+
+/* ---- sessions ------------------------------------------------------------------------- */
+/* Creates a session from JSON config text. dist may be NULL (same as bert_dist_init).
+ * COLLECTIVE in a distributed run. On success *out owns a session; free it with
+ * bert_session_destroy. */
+BERT_API bert_status bert_session_create(const char* config_json, const bert_dist* dist,
+                                         bert_session** out);
+/* Frees the session and everything it owns. NULL is ignored. */
+BERT_API void bert_session_destroy(bert_session* session);
+/* The resolved config (defaults filled in) as JSON text, owned by the session. */
+BERT_API const char* bert_session_config(const bert_session* session);
+/* Makes a call running on another thread (or the next call) return BERT_ERR_ABORTED at its
+ * next checkpoint between layers. Safe from any thread and from signal handlers. The
+ * gradients accumulated for the current step are discarded; weights are unchanged. */
+BERT_API void bert_session_abort(bert_session* session);
+
+/* ---- training ------------------------------------------------------------------------- */
+/* Forward and backward of one micro-batch (batch_size <= train.micro_batch); gradients
+ * accumulate until bert_optimizer_step. result (may be NULL) receives the losses. */
+BERT_API bert_status bert_forward_backward(bert_session* session, const bert_batch* batch,
+                                           bert_step_result* result);
+/* COLLECTIVE. Sums the accumulated gradients over ranks (nothing to do with one rank). */
+BERT_API bert_status bert_allreduce(bert_session* session);
+/* Averages the accumulated gradients over micro-batches and ranks, clips, applies the
+ * optimizer with the scheduled learning rate, and zeroes the gradients. */
+BERT_API bert_status bert_optimizer_step(bert_session* session, bert_step_result* result);
+/* One whole optimizer step. With batch != NULL, the batch (batch_size <= micro_batch *
+ * accumulation_steps) is split into micro-batches of train.micro_batch; with batch == NULL
+ * the session draws train.accumulation_steps micro-batches from its own data source.
+ * COLLECTIVE. */
+BERT_API bert_status bert_step(bert_session* session, const bert_batch* batch,
+                               bert_step_result* result);
+/* Evaluation without dropout or gradient: on the batch, or (batch == NULL) on the configured
+ * evaluation data (data.eval_dir, or data.eval_batches synthetic batches). */
+BERT_API bert_status bert_eval(bert_session* session, const bert_batch* batch,
+                               bert_eval_result* result);
+
+typedef enum bert_reduce_op { BERT_REDUCE_SUM = 0, BERT_REDUCE_MEAN = 1, BERT_REDUCE_MAX = 2 } bert_reduce_op;
+/* COLLECTIVE. In-place reduction of a small host float array across ranks. */
+BERT_API bert_status bert_allreduce_host(bert_session* session, float* data, size_t count,
+                                         bert_reduce_op op);
+
+/* ---- checkpoints ---------------------------------------------------------------------- */
+/* Writes the model weights to one HDF5 file, /model/<Hugging Face name> as fp32 datasets.
+ * The file is written under a temporary name and renamed: it is either whole or absent. */
+BERT_API bert_status bert_checkpoint(bert_session* session, const char* path);
+/* Loads the weights written by bert_checkpoint. Shapes must match the session's model; on
+ * any error the session's weights are unchanged. */
+BERT_API bert_status bert_checkpoint_load(bert_session* session, const char* path);
+
+/* ---- parameters (Hugging Face BertForPreTraining names and shapes) --------------------- */
+BERT_API bert_status bert_param_count(const bert_session* session, size_t* count);
+/* Name and shape of parameter `index` (< count). *name is owned by the session. */
+BERT_API bert_status bert_param_info(const bert_session* session, size_t index, const char** name,
+                                     int* ndim, int64_t shape[4]);
+/* Copies a parameter (count = product of its shape) out of / into the session. */
+BERT_API bert_status bert_param_read(bert_session* session, const char* name, float* dst,
+                                     size_t count);
+BERT_API bert_status bert_param_write(bert_session* session, const char* name, const float* src,
+                                      size_t count);
+/* Copies the gradient accumulated since the last optimizer step (the sum over micro-batches
+ * of each micro-batch's mean-loss gradient, not yet averaged). */
+BERT_API bert_status bert_grad_read(bert_session* session, const char* name, float* dst,
+                                    size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BERT_H */

@@ -1,0 +1,163 @@
+// The Ops interface: every numeric operation BERT's forward and backward need.
+// src/model/ writes the model once against this interface; backend/cpu implements it with
+// Eigen (the fp32 reference) and backend/cuda with cuBLASLt/cuDNN/kernels. All float and
+// int32 pointers are backend memory (host memory for the CPU backend, device memory for CUDA)
+// unless a parameter says "host". Row-major throughout; shapes are given in [brackets].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bert {
+
+enum class Activation { none, gelu_erf, gelu_tanh, tanh };
+
+// One dropout application. Element i of the tensor is kept when
+// philox_uniform_at(seed, step, tensor_id, i) >= p, and kept values are scaled by 1/(1-p).
+// p == 0 means identity (no random numbers drawn).
+struct DropoutSite {
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  uint32_t tensor_id = 0;
+  float p = 0.0f;
+};
+
+// Sequences of a micro-batch laid back to back as token rows. Padded batches use
+// seq_start = {0, S, 2S, ...}; unpadded (packed) batches use each sequence's own length.
+// Attention never crosses a sequence boundary. Host memory; backends copy what they need.
+struct AttentionLayout {
+  std::vector<int32_t> seq_start;  // [num_seqs + 1], seq_start[0] == 0
+  int num_seqs() const { return static_cast<int>(seq_start.size()) - 1; }
+  int64_t total_tokens() const { return seq_start.empty() ? 0 : seq_start.back(); }
+  int max_len() const;
+  // Elements of the saved attention probabilities: heads * sum(len_b^2).
+  int64_t probs_elems(int heads) const;
+  // Offset of sequence b's probabilities: heads * sum_{b' < b} len_b'^2.
+  int64_t probs_offset(int b, int heads) const;
+};
+
+// A contiguous parameter tensor inside the flat parameter buffer, as the optimizer sees it.
+struct ParamSegment {
+  int64_t offset = 0;
+  int64_t size = 0;
+  float weight_decay = 0.0f;
+};
+
+// Adam moment update shared by LAMB and AdamW (see optim/).
+struct AdamStepArgs {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f;
+  float bias_correction1 = 1.0f;  // 1 - beta1^t (1 when bias correction is off)
+  float bias_correction2 = 1.0f;  // 1 - beta2^t
+  float grad_scale = 1.0f;        // applied to the raw gradient first (averaging and clipping)
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------
+  virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws Error(out_of_memory)
+  virtual void release(void* ptr) = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Peak bytes of backend memory held at once since creation (arena accounting).
+  virtual size_t peak_bytes() const = 0;
+
+  // ---- embeddings ---------------------------------------------------------------------
+  // out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
+  virtual void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                             const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                             const float* type_emb, int64_t T, int H) = 0;
+  // Accumulates (+=) dout rows into the three tables' gradients, deterministically.
+  virtual void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+                             const int32_t* word_ids, const int32_t* pos_ids,
+                             const int32_t* type_ids, int64_t T, int H) = 0;
+
+  // ---- dense layers -------------------------------------------------------------------
+  // out[M,N] = act(in[M,K] · W[N,K]^T + b[N]). b may be null. When act != none, pre_act[M,N]
+  // receives the pre-activation for the backward pass (else it may be null).
+  virtual void linear_fwd(float* out, float* pre_act, const float* in, const float* W,
+                          const float* b, int64_t M, int K, int N, Activation act) = 0;
+  // dpre = dout ⊙ act'(pre_act) (dpre = dout when act == none; dpre_scratch [M,N] is used
+  // only when act != none). dW[N,K] += dpre^T·in, db[N] += Σ_rows dpre (db may be null),
+  // din[M,K] = dpre·W (or += when accumulate_din; din may be null).
+  virtual void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
+                          const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+                          int K, int N, Activation act, bool accumulate_din) = 0;
+
+  // ---- normalisation, dropout, residual -----------------------------------------------
+  // out = (in - mean)·rstd·gamma + beta per row of in[M,N]; mean[M], rstd[M] saved.
+  virtual void layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
+                             const float* gamma, const float* beta, int64_t M, int N,
+                             float eps) = 0;
+  // din[M,N] = (overwritten) gradient of the input; dgamma, dbeta [N] accumulate (+=).
+  virtual void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
+                             const float* in, const float* mean, const float* rstd,
+                             const float* gamma, int64_t M, int N) = 0;
+  // out = dropout(in) + residual (residual may be null); n elements.
+  virtual void dropout_residual_fwd(float* out, const float* in, const float* residual,
+                                    int64_t n, const DropoutSite& site) = 0;
+  // din = dout ⊙ mask / (1 - p) for the mask of `site`; din may alias dout.
+  virtual void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) = 0;
+
+  // ---- attention ----------------------------------------------------------------------
+  // qkv [T, 3H] holds Q | K | V for each token (head h uses columns h*D..h*D+D-1 of each).
+  // For each sequence and head: P = softmax(Q K^T / sqrt(D) + key_bias), saved into probs
+  // (pre-dropout, layout per AttentionLayout::probs_offset, then [head][query][key]);
+  // ctx [T,H] = dropout(P) · V. key_bias [T] is the additive mask (0 or -10000) per key token.
+  virtual void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                             const AttentionLayout& layout, int heads, int head_dim,
+                             const DropoutSite& site) = 0;
+  // dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs and the same site.
+  virtual void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                             const AttentionLayout& layout, int heads, int head_dim,
+                             const DropoutSite& site) = 0;
+
+  // ---- gathers for the heads ----------------------------------------------------------
+  // out[i] = in[rows[i]] for i < n (rows of width H).
+  virtual void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) = 0;
+  // dst[rows[i]] += src[i], deterministically (rows may repeat).
+  virtual void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+                                int H) = 0;
+
+  // ---- loss -----------------------------------------------------------------------------
+  // Softmax cross-entropy per row of logits[M, ld] over the first V columns (columns V..ld-1
+  // are padding and are excluded). Row i with labels[i] < 0 is ignored (loss 0, gradient 0).
+  // losses[M] = logsumexp - logit[label]; correct[M] = (argmax == label) (may be null);
+  // dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns. dlogits may alias
+  // logits.
+  virtual void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                            const int32_t* labels, int64_t M, int V, int ld,
+                            float grad_scale) = 0;
+
+  // ---- optimizer ------------------------------------------------------------------------
+  // host_out[s] = Σ x[i]^2 over segment s, in a fixed order (deterministic).
+  virtual void segment_sumsq(double* host_out, const float* x,
+                             const std::vector<ParamSegment>& segs) = 0;
+  // Per element of each segment: g = grad·grad_scale; m = β1 m + (1-β1) g;
+  // v = β2 v + (1-β2) g²; update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay_s · param.
+  virtual void adam_direction(float* update, float* m, float* v, const float* grad,
+                              const float* param, const std::vector<ParamSegment>& segs,
+                              const AdamStepArgs& args) = 0;
+  // param -= host_scale[s] · update over each segment s.
+  virtual void apply_update(float* param, const float* update,
+                            const std::vector<ParamSegment>& segs,
+                            const std::vector<float>& host_scale) = 0;
+  // x *= a over n elements.
+  virtual void scale(float* x, float a, int64_t n) = 0;
+};
+
+// Backend factories. make_cpu_ops is always available; threads <= 0 means all cores.
+std::unique_ptr<Ops> make_cpu_ops(int threads);
+// Returns null when the engine was built without CUDA.
+std::unique_ptr<Ops> make_cuda_ops(int device);
+bool cuda_available();
+
+}  // namespace bert
