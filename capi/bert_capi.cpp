@@ -1,0 +1,312 @@
+// Implementation of capi/bert.h over bert::Session. Every entry point runs its body through
+// guard(), which turns any C++ exception into a bert_status and the thread-local message of
+// bert_last_error(); out-parameters are written only after the body succeeded.
+#include "bert.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "dist/communicator.h"
+#include "session/session.h"
+
+static_assert(BERT_ERR_INTERNAL == static_cast<int>(bert::Code::internal), "bert_status and bert::Code differ");
+static_assert(BERT_ERR_ABORTED == static_cast<int>(bert::Code::aborted), "bert_status and bert::Code differ");
+
+struct bert_session {
+  std::unique_ptr<bert::Session> impl;
+  std::vector<std::string> param_names;  // stable storage for bert_param_info
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+template <typename F>
+bert_status guard(F&& body) {
+  try {
+    body();
+    return BERT_OK;
+  } catch (const bert::Error& e) {
+    last_error = e.what();
+    return static_cast<bert_status>(e.code());
+  } catch (const std::bad_alloc&) {
+    last_error = "out of memory";
+    return BERT_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    last_error = std::string("internal error: ") + e.what();
+    return BERT_ERR_INTERNAL;
+  } catch (...) {
+    last_error = "internal error: unknown exception";
+    return BERT_ERR_INTERNAL;
+  }
+}
+
+void require(const void* ptr, const char* what) {
+  if (!ptr) bert::fail(bert::Code::invalid_argument, "argument '", what, "' is NULL");
+}
+
+void check_struct(size_t struct_size, size_t minimum, const char* what) {
+  if (struct_size < minimum) {
+    bert::fail(bert::Code::invalid_argument, what, ".struct_size = ", struct_size,
+               " is smaller than this library's ", minimum, " (call ", what, "_init first)");
+  }
+}
+
+bert::BatchView view_of(const bert_batch* b) {
+  check_struct(b->struct_size, sizeof(bert_batch), "bert_batch");
+  bert::BatchView v;
+  v.batch_size = b->batch_size;
+  v.seq_length = b->seq_length;
+  v.max_predictions = b->max_predictions;
+  v.input_ids = b->input_ids;
+  v.segment_ids = b->segment_ids;
+  v.input_mask = b->input_mask;
+  v.masked_lm_positions = b->masked_lm_positions;
+  v.masked_lm_ids = b->masked_lm_ids;
+  v.next_sentence_labels = b->next_sentence_labels;
+  return v;
+}
+
+void fill_result(const bert::StepStats& s, bert_step_result* r) {
+  check_struct(r->struct_size, sizeof(bert_step_result), "bert_step_result");
+  r->step = s.step;
+  r->loss = static_cast<float>(s.loss);
+  r->mlm_loss = static_cast<float>(s.mlm_loss);
+  r->nsp_loss = static_cast<float>(s.nsp_loss);
+  r->learning_rate = static_cast<float>(s.learning_rate);
+  r->grad_norm = static_cast<float>(s.grad_norm);
+  r->loss_scale = static_cast<float>(s.loss_scale);
+  r->skipped = s.skipped ? 1 : 0;
+  r->micro_batches = s.micro_batches;
+  r->sequences = s.sequences;
+  r->step_seconds = s.seconds;
+  r->sequences_per_second = s.seconds > 0 ? s.sequences / s.seconds : 0.0;
+  r->tokens_per_second = s.seconds > 0 ? s.tokens / s.seconds : 0.0;
+}
+
+bert::Session& session_of(bert_session* s) {
+  require(s, "session");
+  return *s->impl;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* bert_version(void) { return BERT_VERSION_STRING; }
+int bert_api_version(void) { return BERT_API_VERSION; }
+const char* bert_last_error(void) { return last_error.c_str(); }
+
+const char* bert_status_string(bert_status status) {
+  switch (status) {
+    case BERT_OK: return "BERT_OK";
+    case BERT_ERR_INVALID_ARGUMENT: return "BERT_ERR_INVALID_ARGUMENT";
+    case BERT_ERR_CONFIG: return "BERT_ERR_CONFIG";
+    case BERT_ERR_IO: return "BERT_ERR_IO";
+    case BERT_ERR_DATA: return "BERT_ERR_DATA";
+    case BERT_ERR_CHECKPOINT: return "BERT_ERR_CHECKPOINT";
+    case BERT_ERR_OUT_OF_MEMORY: return "BERT_ERR_OUT_OF_MEMORY";
+    case BERT_ERR_BACKEND: return "BERT_ERR_BACKEND";
+    case BERT_ERR_DISTRIBUTED: return "BERT_ERR_DISTRIBUTED";
+    case BERT_ERR_ABORTED: return "BERT_ERR_ABORTED";
+    case BERT_ERR_UNSUPPORTED: return "BERT_ERR_UNSUPPORTED";
+    case BERT_ERR_INTERNAL: return "BERT_ERR_INTERNAL";
+  }
+  return "BERT_ERR_UNKNOWN";
+}
+
+void bert_set_log_callback(bert_log_fn fn, void* user_data) {
+  // The holder is swapped only while no sink is installed, so a concurrent log call sees
+  // either the old complete callback, stderr, or the new complete callback.
+  static struct {
+    bert_log_fn fn;
+    void* user_data;
+  } holder;
+  bert::set_log_sink(nullptr, nullptr);
+  if (!fn) return;
+  holder.fn = fn;
+  holder.user_data = user_data;
+  bert::set_log_sink(
+      [](int level, const char* message, void* h) {
+        auto* c = static_cast<decltype(holder)*>(h);
+        c->fn(static_cast<bert_log_level>(level), message, c->user_data);
+      },
+      &holder);
+}
+
+void bert_dist_init(bert_dist* d) {
+  if (!d) return;
+  std::memset(d, 0, sizeof(*d));
+  d->struct_size = sizeof(*d);
+  d->backend = BERT_DIST_AUTO;
+  d->rank = d->world_size = d->local_rank = -1;
+}
+
+void bert_batch_init(bert_batch* b) {
+  if (!b) return;
+  std::memset(b, 0, sizeof(*b));
+  b->struct_size = sizeof(*b);
+}
+
+void bert_step_result_init(bert_step_result* r) {
+  if (!r) return;
+  std::memset(r, 0, sizeof(*r));
+  r->struct_size = sizeof(*r);
+}
+
+void bert_eval_result_init(bert_eval_result* r) {
+  if (!r) return;
+  std::memset(r, 0, sizeof(*r));
+  r->struct_size = sizeof(*r);
+}
+
+bert_status bert_session_create(const char* config_json, const bert_dist* dist, bert_session** out) {
+  return guard([&] {
+    require(config_json, "config_json");
+    require(out, "out");
+    if (dist) check_struct(dist->struct_size, sizeof(bert_dist), "bert_dist");
+    bert::SessionConfig config = bert::parse_session_config(config_json);
+    auto s = std::make_unique<bert_session>();
+    s->impl = std::make_unique<bert::Session>(config, bert::make_local_communicator());
+    for (const bert::ParamEntry& e : s->impl->model().params().entries) s->param_names.push_back(e.name);
+    *out = s.release();
+  });
+}
+
+void bert_session_destroy(bert_session* session) { delete session; }
+
+const char* bert_session_config(const bert_session* session) {
+  return session ? session->impl->config_json().c_str() : "";
+}
+
+void bert_session_abort(bert_session* session) {
+  if (session) session->impl->abort();
+}
+
+bert_status bert_forward_backward(bert_session* session, const bert_batch* batch, bert_step_result* result) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(batch, "batch");
+    if (result) check_struct(result->struct_size, sizeof(bert_step_result), "bert_step_result");
+    bert::StepStats stats = s.forward_backward(view_of(batch));
+    if (result) fill_result(stats, result);
+  });
+}
+
+bert_status bert_allreduce(bert_session* session) {
+  return guard([&] { session_of(session).allreduce(); });
+}
+
+bert_status bert_optimizer_step(bert_session* session, bert_step_result* result) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    if (result) check_struct(result->struct_size, sizeof(bert_step_result), "bert_step_result");
+    bert::StepStats stats = s.optimizer_step();
+    if (result) fill_result(stats, result);
+  });
+}
+
+bert_status bert_step(bert_session* session, const bert_batch* batch, bert_step_result* result) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    if (result) check_struct(result->struct_size, sizeof(bert_step_result), "bert_step_result");
+    bert::BatchView view;
+    if (batch) view = view_of(batch);
+    bert::StepStats stats = s.step(batch ? &view : nullptr);
+    if (result) fill_result(stats, result);
+  });
+}
+
+bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_result* result) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(result, "result");
+    check_struct(result->struct_size, sizeof(bert_eval_result), "bert_eval_result");
+    bert::BatchView view;
+    if (batch) view = view_of(batch);
+    bert::EvalStats e = s.eval(batch ? &view : nullptr);
+    result->mlm_accuracy = e.mlm_accuracy;
+    result->mlm_loss = e.mlm_loss;
+    result->nsp_accuracy = e.nsp_accuracy;
+    result->nsp_loss = e.nsp_loss;
+    result->sequences = e.sequences;
+    result->masked_tokens = e.masked_tokens;
+  });
+}
+
+bert_status bert_allreduce_host(bert_session* session, float* data, size_t count, bert_reduce_op op) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    if (op != BERT_REDUCE_SUM && op != BERT_REDUCE_MEAN && op != BERT_REDUCE_MAX) {
+      bert::fail(bert::Code::invalid_argument, "unknown reduce op ", static_cast<int>(op));
+    }
+    s.allreduce_host(data, static_cast<int64_t>(count), static_cast<bert::ReduceOp>(op));
+  });
+}
+
+bert_status bert_checkpoint(bert_session* session, const char* path) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(path, "path");
+    s.save_checkpoint(path);
+  });
+}
+
+bert_status bert_checkpoint_load(bert_session* session, const char* path) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(path, "path");
+    s.load_checkpoint(path);
+  });
+}
+
+bert_status bert_param_count(const bert_session* session, size_t* count) {
+  return guard([&] {
+    require(session, "session");
+    require(count, "count");
+    *count = session->param_names.size();
+  });
+}
+
+bert_status bert_param_info(const bert_session* session, size_t index, const char** name, int* ndim,
+                            int64_t shape[4]) {
+  return guard([&] {
+    require(session, "session");
+    const auto& entries = session->impl->model().params().entries;
+    if (index >= entries.size()) {
+      bert::fail(bert::Code::invalid_argument, "parameter index ", index, " is out of range (count ", entries.size(), ")");
+    }
+    const bert::ParamEntry& e = entries[index];
+    if (name) *name = session->param_names[index].c_str();
+    if (ndim) *ndim = static_cast<int>(e.shape.size());
+    if (shape) {
+      for (int i = 0; i < 4; ++i) shape[i] = i < static_cast<int>(e.shape.size()) ? e.shape[i] : 1;
+    }
+  });
+}
+
+bert_status bert_param_read(bert_session* session, const char* name, float* dst, size_t count) {
+  return guard([&] {
+    require(name, "name");
+    session_of(session).read_param(name, dst, count, false);
+  });
+}
+
+bert_status bert_param_write(bert_session* session, const char* name, const float* src, size_t count) {
+  return guard([&] {
+    require(name, "name");
+    session_of(session).write_param(name, src, count);
+  });
+}
+
+bert_status bert_grad_read(bert_session* session, const char* name, float* dst, size_t count) {
+  return guard([&] {
+    require(name, "name");
+    session_of(session).read_param(name, dst, count, true);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,207 @@
+// Checkpoint file writing and reading with the HDF5 C API.
+#include "ckpt/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/hdf5_check.h"
+
+namespace bert {
+namespace {
+
+namespace fs = std::filesystem;
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) fail(Code::io, "cannot open '", path, "' to fsync: ", std::strerror(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) fail(Code::io, "fsync of '", path, "' failed: ", std::strerror(err));
+}
+
+void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::string& file) {
+  Hdf5Id type(H5_CHECK(H5Tcopy(H5T_C_S1), Code::io, file), H5Tclose);
+  H5_CHECK(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), Code::io, file);
+  Hdf5Id space(H5_CHECK(H5Screate(H5S_SCALAR), Code::io, file), H5Sclose);
+  Hdf5Id attr(H5_CHECK(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), Code::io, file),
+              H5Aclose);
+  H5_CHECK(H5Awrite(attr.get(), type.get(), value.empty() ? "" : value.c_str()), Code::io, file);
+}
+
+void write_int_attr(hid_t obj, const char* name, int64_t value, const std::string& file) {
+  Hdf5Id space(H5_CHECK(H5Screate(H5S_SCALAR), Code::io, file), H5Sclose);
+  Hdf5Id attr(H5_CHECK(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), Code::io, file),
+              H5Aclose);
+  H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), Code::io, file);
+}
+
+std::string read_string_attr(hid_t obj, const char* name, const std::string& file) {
+  if (H5Aexists(obj, name) <= 0) fail(Code::checkpoint, "checkpoint '", file, "' has no attribute '", name, "'");
+  Hdf5Id attr(H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), Code::checkpoint, file), H5Aclose);
+  Hdf5Id type(H5_CHECK(H5Aget_type(attr.get()), Code::checkpoint, file), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) {
+    fail(Code::checkpoint, "checkpoint '", file, "' attribute '", name, "' is not a fixed-length string");
+  }
+  std::string value(H5Tget_size(type.get()), '\0');
+  H5_CHECK(H5Aread(attr.get(), type.get(), value.data()), Code::checkpoint, file);
+  value.resize(std::strlen(value.c_str()));
+  return value;
+}
+
+int64_t read_int_attr(hid_t obj, const char* name, const std::string& file) {
+  if (H5Aexists(obj, name) <= 0) fail(Code::checkpoint, "checkpoint '", file, "' has no attribute '", name, "'");
+  Hdf5Id attr(H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), Code::checkpoint, file), H5Aclose);
+  int64_t value = 0;
+  H5_CHECK(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), Code::checkpoint, file);
+  return value;
+}
+
+void write_tensor(hid_t group, const std::string& name, const CheckpointTensor& t, const std::string& file) {
+  std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+  Hdf5Id space(H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), Code::io, file),
+               H5Sclose);
+  Hdf5Id set(H5_CHECK(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                 H5P_DEFAULT),
+                      Code::io, file),
+             H5Dclose);
+  H5_CHECK(H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), Code::io, file);
+}
+
+struct GroupListing {
+  std::vector<std::string> names;
+};
+
+herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<GroupListing*>(data)->names.emplace_back(name);
+  return 0;
+}
+
+CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::string& file) {
+  Hdf5Id set(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT), Code::checkpoint, file), H5Dclose);
+  Hdf5Id type(H5_CHECK(H5Dget_type(set.get()), Code::checkpoint, file), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_FLOAT) {
+    fail(Code::checkpoint, "checkpoint '", file, "' tensor '", name, "' is not a floating-point dataset");
+  }
+  Hdf5Id space(H5_CHECK(H5Dget_space(set.get()), Code::checkpoint, file), H5Sclose);
+  int ndim = H5_CHECK(H5Sget_simple_extent_ndims(space.get()), Code::checkpoint, file);
+  std::vector<hsize_t> dims(ndim);
+  H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), Code::checkpoint, file);
+  CheckpointTensor t;
+  size_t n = 1;
+  for (hsize_t d : dims) {
+    t.shape.push_back(static_cast<int64_t>(d));
+    n *= d;
+  }
+  t.data.resize(n);
+  if (H5Dread(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()) < 0) {
+    fail(Code::checkpoint, "checkpoint '", file, "' tensor '", name, "' cannot be read (truncated or corrupt file)");
+  }
+  return t;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void check_writable(const std::string& path) {
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail(Code::io, "cannot write '", path, "': directory '", dir.string(), "' does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) {
+    fail(Code::io, "cannot write '", path, "': directory '", dir.string(), "' is not writable: ", std::strerror(errno));
+  }
+}
+
+void write_checkpoint(const std::string& path, const CheckpointContents& c) {
+  check_writable(path);
+  Hdf5Silence silence;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    {
+      Hdf5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+      if (file.get() < 0) fail(Code::io, "cannot create checkpoint file '", tmp, "'");
+      write_int_attr(file.get(), "format_version", c.format_version, tmp);
+      write_int_attr(file.get(), "step", c.step, tmp);
+      write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, tmp);
+      write_string_attr(file.get(), "config", c.config_json, tmp);
+      Hdf5Id group(H5_CHECK(H5Gcreate2(file.get(), "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
+                   H5Gclose);
+      for (const auto& [name, tensor] : c.model) write_tensor(group.get(), name, tensor, tmp);
+      group.reset();
+      H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, tmp);
+    }
+    fsync_path(tmp, false);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      fail(Code::io, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
+    }
+    fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+    fsync_path(dir.string(), true);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+}
+
+CheckpointContents read_checkpoint(const std::string& path) {
+  Hdf5Silence silence;
+  if (!fs::exists(path)) fail(Code::io, "checkpoint '", path, "' does not exist");
+  Hdf5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (file.get() < 0) fail(Code::checkpoint, "checkpoint '", path, "' is not a readable HDF5 file (truncated or corrupt?)");
+  CheckpointContents c;
+  c.format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
+  if (c.format_version != kCheckpointFormatVersion) {
+    fail(Code::checkpoint, "checkpoint '", path, "' has format version ", c.format_version, "; this engine reads ",
+         kCheckpointFormatVersion);
+  }
+  c.step = read_int_attr(file.get(), "step", path);
+  c.config_json = read_string_attr(file.get(), "config", path);
+  if (H5Lexists(file.get(), "model", H5P_DEFAULT) <= 0) fail(Code::checkpoint, "checkpoint '", path, "' has no /model group");
+  Hdf5Id group(H5_CHECK(H5Gopen2(file.get(), "model", H5P_DEFAULT), Code::checkpoint, path), H5Gclose);
+  GroupListing listing;
+  H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint,
+           path);
+  for (const std::string& name : listing.names) c.model[name] = read_tensor(group.get(), name, path);
+  return c;
+}
+
+std::map<std::string, CheckpointTensor> model_tensors(const ParamTable& table, const float* flat) {
+  std::map<std::string, CheckpointTensor> out;
+  for (const ParamEntry& e : table.entries) {
+    CheckpointTensor& t = out[e.name];
+    t.shape = e.shape;
+    t.data.assign(flat + e.offset, flat + e.offset + e.elems());
+  }
+  return out;
+}
+
+void load_model_tensors(const ParamTable& table, const std::map<std::string, CheckpointTensor>& tensors,
+                        const std::string& path, float* flat) {
+  for (const ParamEntry& e : table.entries) {
+    auto it = tensors.find(e.name);
+    if (it == tensors.end()) fail(Code::checkpoint, "checkpoint '", path, "' is missing tensor '", e.name, "'");
+    if (it->second.shape != e.shape) {
+      fail(Code::checkpoint, "checkpoint '", path, "' tensor '", e.name, "' has shape ", shape_string(it->second.shape),
+           " but the model expects ", shape_string(e.shape));
+    }
+  }
+  for (const auto& [name, tensor] : tensors) {
+    if (table.find(name) < 0) fail(Code::checkpoint, "checkpoint '", path, "' has tensor '", name, "' that the model does not have");
+  }
+  for (const ParamEntry& e : table.entries) {
+    const CheckpointTensor& t = tensors.at(e.name);
+    std::copy(t.data.begin(), t.data.end(), flat + e.offset);
+  }
+}
+
+}  // namespace bert

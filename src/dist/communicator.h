@@ -1,0 +1,31 @@
+// Communicator: the collectives data-parallel training needs, behind one interface
+// (local = one rank; MPI for CPU ranks; NCCL for GPU ranks). Buffers passed to the gradient
+// collectives are backend memory; the *_host variants take host memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace bert {
+
+enum class ReduceOp { sum, mean, max };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string name() const = 0;
+  // In-place sum over ranks of n floats in backend memory.
+  virtual void allreduce_sum(float* data, int64_t n) = 0;
+  // In-place reduction over ranks of n floats in host memory.
+  virtual void allreduce_host(float* data, int64_t n, ReduceOp op) = 0;
+  // Copies rank 0's n floats (backend memory) to every rank.
+  virtual void broadcast(float* data, int64_t n) = 0;
+};
+
+// The single-rank communicator: every collective completes locally.
+std::unique_ptr<Communicator> make_local_communicator();
+
+}  // namespace bert

@@ -1,0 +1,306 @@
+// BertModel forward and backward (post-LN BERT, HF/NVIDIA DLE numerics) over the Ops interface.
+// Dropout tensor ids: 0 = embeddings; for layer l: 4l+1 attention probs, 4l+2 attention output,
+// 4l+3 FFN output. The MLM head runs only on the masked rows, the decoder is the (padded)
+// word-embedding matrix, and padding vocabulary columns are excluded from the softmax.
+#include "model/bert_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/philox.h"
+
+namespace bert {
+namespace {
+
+// Carves typed buffers out of one allocation; a first pass with base == nullptr only measures.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(int64_t count) {
+    size_t at = used_;
+    used_ += (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
+    return base_ ? reinterpret_cast<T*>(base_ + at) : nullptr;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  size_t used_ = 0;
+};
+
+}  // namespace
+
+BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& ops)
+    : config_(config), limits_(limits), ops_(ops), table_(config) {
+  params_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
+  grads_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
+
+  const int64_t T = static_cast<int64_t>(limits.max_batch) * limits.max_seq_length;
+  const int64_t B = limits.max_batch;
+  const int64_t Nm = B * limits.max_predictions;
+  const int64_t H = config.hidden_size, I = config.intermediate_size, A = config.num_attention_heads;
+  const int64_t S = limits.max_seq_length;
+  const int64_t Vp = config.padded_vocab_size();
+  const int64_t NmB = std::max<int64_t>(std::max<int64_t>(Nm, B), 1);
+
+  auto carve = [&](Carver& c) {
+    word_ids_ = c.take<int32_t>(T);
+    pos_ids_ = c.take<int32_t>(T);
+    type_ids_ = c.take<int32_t>(T);
+    cls_rows_ = c.take<int32_t>(B);
+    mlm_rows_ = c.take<int32_t>(NmB);
+    mlm_labels_ = c.take<int32_t>(NmB);
+    nsp_labels_ = c.take<int32_t>(B);
+    key_bias_ = c.take<float>(T);
+    emb_sum_ = c.take<float>(T * H);
+    emb_mean_ = c.take<float>(T);
+    emb_rstd_ = c.take<float>(T);
+    emb_ln_ = c.take<float>(T * H);
+    hidden0_ = c.take<float>(T * H);
+    acts_.assign(config.num_hidden_layers, LayerActs{});
+    for (LayerActs& a : acts_) {
+      a.qkv = c.take<float>(T * 3 * H);
+      a.ctx = c.take<float>(T * H);
+      a.probs = c.take<float>(B * A * S * S);
+      a.res1 = c.take<float>(T * H);
+      a.mean1 = c.take<float>(T);
+      a.rstd1 = c.take<float>(T);
+      a.h1 = c.take<float>(T * H);
+      a.pre = c.take<float>(T * I);
+      a.inter = c.take<float>(T * I);
+      a.res2 = c.take<float>(T * H);
+      a.mean2 = c.take<float>(T);
+      a.rstd2 = c.take<float>(T);
+      a.out = c.take<float>(T * H);
+    }
+    scratch_th_ = c.take<float>(T * H);
+    cls_h_ = c.take<float>(B * H);
+    pool_pre_ = c.take<float>(B * H);
+    pooled_ = c.take<float>(B * H);
+    nsp_logits_ = c.take<float>(B * 2);
+    mlm_h_ = c.take<float>(NmB * H);
+    mlm_pre_ = c.take<float>(NmB * H);
+    mlm_act_ = c.take<float>(NmB * H);
+    mlm_mean_ = c.take<float>(NmB);
+    mlm_rstd_ = c.take<float>(NmB);
+    mlm_ln_ = c.take<float>(NmB * H);
+    logits_ = c.take<float>(NmB * Vp);
+    losses_ = c.take<float>(NmB);
+    correct_ = c.take<int32_t>(NmB);
+    g0_ = c.take<float>(T * H);
+    g1_ = c.take<float>(T * H);
+    g2_ = c.take<float>(T * H);
+    gqkv_ = c.take<float>(T * 3 * H);
+    gi0_ = c.take<float>(T * I);
+    gi1_ = c.take<float>(T * I);
+    g_cls_ = c.take<float>(B * H);
+    g_pooled_ = c.take<float>(B * H);
+    g_mlm_h_ = c.take<float>(NmB * H);
+    g_mlm_ln_ = c.take<float>(NmB * H);
+    g_mlm_act_ = c.take<float>(NmB * H);
+  };
+  Carver measure(nullptr);
+  carve(measure);
+  arena_bytes_ = measure.used();
+  try {
+    arena_ = ops_.alloc(arena_bytes_);
+  } catch (...) {
+    ops_.release(params_);
+    ops_.release(grads_);
+    throw;
+  }
+  Carver real(static_cast<char*>(arena_));
+  carve(real);
+}
+
+BertModel::~BertModel() {
+  ops_.release(arena_);
+  ops_.release(grads_);
+  ops_.release(params_);
+}
+
+void BertModel::init_weights(uint64_t seed) {
+  std::vector<float> host(table_.total_elems, 0.0f);
+  const float stddev = config_.initializer_range;
+  for (size_t t = 0; t < table_.entries.size(); ++t) {
+    const ParamEntry& e = table_.entries[t];
+    float* dst = host.data() + e.offset;
+    const int64_t n = e.elems();  // padded vocabulary rows stay zero
+    for (int64_t i = 0; i < n; ++i) {
+      if (e.init == ParamInit::ones) {
+        dst[i] = 1.0f;
+      } else if (e.init == ParamInit::normal) {
+        // Box-Muller on two Philox uniforms of stream (seed, 0, tensor t).
+        Philox4 r = philox_block(seed, 0, static_cast<uint32_t>(t), static_cast<uint64_t>(i));
+        const float u1 = (static_cast<float>(r.v[0] >> 8) + 1.0f) * (1.0f / 16777217.0f);
+        const float u2 = philox_uniform(r.v[1]);
+        dst[i] = stddev * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
+      }
+    }
+  }
+  ops_.upload(params_, host.data(), host.size() * sizeof(float));
+}
+
+void BertModel::zero_grads() { ops_.fill_zero(grads_, table_.total_elems * sizeof(float)); }
+
+void BertModel::upload_inputs(const ModelInputs& in) {
+  const int64_t T = in.tokens();
+  const int B = in.batch_size();
+  BERT_CHECK(T <= static_cast<int64_t>(limits_.max_batch) * limits_.max_seq_length && B <= limits_.max_batch,
+             Code::internal, "micro-batch exceeds the activation arena");
+  ops_.upload(word_ids_, in.word_ids.data(), T * sizeof(int32_t));
+  ops_.upload(pos_ids_, in.pos_ids.data(), T * sizeof(int32_t));
+  ops_.upload(type_ids_, in.type_ids.data(), T * sizeof(int32_t));
+  ops_.upload(key_bias_, in.key_bias.data(), T * sizeof(float));
+  ops_.upload(cls_rows_, in.cls_rows.data(), B * sizeof(int32_t));
+  ops_.upload(nsp_labels_, in.nsp_labels.data(), B * sizeof(int32_t));
+  if (!in.mlm_rows.empty()) {
+    ops_.upload(mlm_rows_, in.mlm_rows.data(), in.mlm_rows.size() * sizeof(int32_t));
+    ops_.upload(mlm_labels_, in.mlm_labels.data(), in.mlm_labels.size() * sizeof(int32_t));
+  }
+}
+
+DropoutSite BertModel::site(const DropoutStream& d, uint32_t tensor_id, float p) const {
+  DropoutSite s;
+  s.seed = d.seed;
+  s.step = d.step;
+  s.tensor_id = tensor_id;
+  s.p = d.enabled ? p : 0.0f;
+  return s;
+}
+
+void BertModel::check_abort(const std::atomic<bool>* abort) const {
+  if (abort && abort->load(std::memory_order_relaxed)) fail(Code::aborted, "the call was aborted");
+}
+
+ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bool backward,
+                            const std::atomic<bool>* abort) {
+  const BertConfig& c = config_;
+  const ParamTable& P = table_;
+  const int64_t T = in.tokens();
+  const int B = in.batch_size();
+  const int64_t Nm = static_cast<int64_t>(in.mlm_rows.size());
+  const int H = c.hidden_size, I = c.intermediate_size, A = c.num_attention_heads, D = c.head_dim();
+  const int V = c.vocab_size, Vp = c.padded_vocab_size();
+  const float eps = c.layer_norm_eps, p_hidden = c.hidden_dropout_prob;
+  const Activation act = c.activation();
+  float* W = params_;
+  float* G = grads_;
+
+  upload_inputs(in);
+
+  // ---- embeddings --------------------------------------------------------------------
+  ops_.embedding_fwd(emb_sum_, word_ids_, pos_ids_, type_ids_, W + P.word_emb, W + P.pos_emb,
+                     W + P.type_emb, T, H);
+  ops_.layernorm_fwd(emb_ln_, emb_mean_, emb_rstd_, emb_sum_, W + P.emb_ln_g, W + P.emb_ln_b, T, H, eps);
+  ops_.dropout_residual_fwd(hidden0_, emb_ln_, nullptr, T * H, site(drop, 0, p_hidden));
+
+  // ---- encoder -----------------------------------------------------------------------
+  const float* h = hidden0_;  // [T,H] input of the current layer
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    check_abort(abort);
+    const LayerParams& L = P.layers[l];
+    LayerActs& a = acts_[l];
+    ops_.linear_fwd(a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none);
+    ops_.attention_fwd(a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
+                       site(drop, 4 * l + 1, c.attention_probs_dropout_prob));
+    ops_.linear_fwd(scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none);
+    ops_.dropout_residual_fwd(a.res1, scratch_th_, h, T * H, site(drop, 4 * l + 2, p_hidden));
+    ops_.layernorm_fwd(a.h1, a.mean1, a.rstd1, a.res1, W + L.attn_ln_g, W + L.attn_ln_b, T, H, eps);
+    ops_.linear_fwd(a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, act);
+    ops_.linear_fwd(scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, T, I, H, Activation::none);
+    ops_.dropout_residual_fwd(a.res2, scratch_th_, a.h1, T * H, site(drop, 4 * l + 3, p_hidden));
+    ops_.layernorm_fwd(a.out, a.mean2, a.rstd2, a.res2, W + L.out_ln_g, W + L.out_ln_b, T, H, eps);
+    h = a.out;
+  }
+  check_abort(abort);
+
+  // ---- NSP head: pooler(tanh) on [CLS] rows, then 2-way classifier --------------------
+  ForwardStats stats;
+  std::vector<float> host_losses(std::max<int64_t>(Nm, B));
+  std::vector<int32_t> host_correct(std::max<int64_t>(Nm, B));
+  ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
+  ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
+  ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
+  ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, 1.0f / B);
+  ops_.download(host_losses.data(), losses_, B * sizeof(float));
+  ops_.download(host_correct.data(), correct_, B * sizeof(int32_t));
+  for (int i = 0; i < B; ++i) {
+    stats.nsp_loss_sum += host_losses[i];
+    stats.nsp_correct += host_correct[i];
+  }
+  stats.nsp_count = B;
+  if (backward) {  // nsp_logits_ now holds d(mean NSP loss)/dlogits
+    ops_.linear_bwd(g_pooled_, G + P.nsp_w, G + P.nsp_b, nsp_logits_, pooled_, W + P.nsp_w, nullptr,
+                    nullptr, B, H, 2, Activation::none, false);
+    ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_,
+                    g_mlm_act_, B, H, H, Activation::tanh, false);
+  }
+
+  // ---- MLM head on masked rows: dense+act, LayerNorm, tied decoder + bias -------------
+  if (Nm > 0) {
+    ops_.gather_rows(mlm_h_, h, mlm_rows_, Nm, H);
+    ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
+    ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
+    ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
+    ops_.softmax_xent(logits_, losses_, correct_, logits_, mlm_labels_, Nm, V, Vp, 1.0f / Nm);
+    ops_.download(host_losses.data(), losses_, Nm * sizeof(float));
+    ops_.download(host_correct.data(), correct_, Nm * sizeof(int32_t));
+    for (int64_t i = 0; i < Nm; ++i) {
+      stats.mlm_loss_sum += host_losses[i];
+      stats.mlm_correct += host_correct[i];
+    }
+    stats.mlm_count = Nm;
+  }
+  if (!backward) return stats;
+
+  // ---- backward: heads into dh [T,H] -------------------------------------------------
+  float* dh = g0_;
+  ops_.fill_zero(dh, T * H * sizeof(float));
+  ops_.scatter_add_rows(dh, g_cls_, cls_rows_, B, H);
+  if (Nm > 0) {
+    ops_.linear_bwd(g_mlm_ln_, G + P.word_emb, G + P.mlm_bias, logits_, mlm_ln_, W + P.word_emb, nullptr,
+                    nullptr, Nm, H, Vp, Activation::none, false);
+    ops_.layernorm_bwd(g_mlm_act_, G + P.mlm_ln_g, G + P.mlm_ln_b, g_mlm_ln_, mlm_act_, mlm_mean_, mlm_rstd_,
+                       W + P.mlm_ln_g, Nm, H);
+    ops_.linear_bwd(g_mlm_h_, G + P.mlm_dense_w, G + P.mlm_dense_b, g_mlm_act_, mlm_h_, W + P.mlm_dense_w,
+                    mlm_pre_, g_mlm_ln_, Nm, H, H, act, false);
+    ops_.scatter_add_rows(dh, g_mlm_h_, mlm_rows_, Nm, H);
+  }
+
+  // ---- backward: encoder, last layer first --------------------------------------------
+  // g0_ = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit.
+  for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
+    check_abort(abort);
+    const LayerParams& L = P.layers[l];
+    LayerActs& a = acts_[l];
+    const float* h_in = l == 0 ? hidden0_ : acts_[l - 1].out;
+    // out = LN(res2), res2 = dropout(out_dense) + h1
+    ops_.layernorm_bwd(g1_, G + L.out_ln_g, G + L.out_ln_b, g0_, a.res2, a.mean2, a.rstd2, W + L.out_ln_g, T, H);
+    ops_.dropout_bwd(g2_, g1_, T * H, site(drop, 4 * l + 3, p_hidden));
+    ops_.linear_bwd(gi0_, G + L.out_w, G + L.out_b, g2_, a.inter, W + L.out_w, nullptr, nullptr, T, I, H,
+                    Activation::none, false);
+    ops_.copy(g0_, g1_, T * H * sizeof(float));  // residual path into h1
+    ops_.linear_bwd(g0_, G + L.inter_w, G + L.inter_b, gi0_, a.h1, W + L.inter_w, a.pre, gi1_, T, H, I, act, true);
+    // h1 = LN(res1), res1 = dropout(attn_dense) + h_in
+    ops_.layernorm_bwd(g1_, G + L.attn_ln_g, G + L.attn_ln_b, g0_, a.res1, a.mean1, a.rstd1, W + L.attn_ln_g, T, H);
+    ops_.dropout_bwd(g2_, g1_, T * H, site(drop, 4 * l + 2, p_hidden));
+    ops_.linear_bwd(g0_, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
+                    H, H, Activation::none, false);
+    ops_.attention_bwd(gqkv_, g0_, a.qkv, a.probs, in.layout, A, D,
+                       site(drop, 4 * l + 1, c.attention_probs_dropout_prob));
+    ops_.copy(g0_, g1_, T * H * sizeof(float));  // residual path into h_in
+    ops_.linear_bwd(g0_, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
+                    Activation::none, true);
+  }
+
+  // ---- backward: embeddings -----------------------------------------------------------
+  ops_.dropout_bwd(g1_, g0_, T * H, site(drop, 0, p_hidden));
+  ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, g1_, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T, H);
+  ops_.embedding_bwd(G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H);
+  return stats;
+}
+
+}  // namespace bert

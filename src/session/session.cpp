@@ -1,0 +1,299 @@
+// Session: training, evaluation and checkpoint operations behind the C API.
+#include "session/session.h"
+
+#include <chrono>
+
+#include "ckpt/checkpoint.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/synthetic_source.h"
+
+namespace bert {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::unique_ptr<Ops> make_backend(const SessionConfig& c) {
+  if (c.device == "cpu") return make_cpu_ops(c.train.threads);
+  const int index = c.device == "cuda" ? 0 : std::stoi(c.device.substr(5));
+  std::unique_ptr<Ops> ops = make_cuda_ops(index);
+  if (!ops) fail(Code::unsupported, "config key 'device' = \"", c.device, "\": this build of bertengine has no CUDA backend");
+  return ops;
+}
+
+BatchView view_of(const HostBatch& b) {
+  BatchView v;
+  v.batch_size = b.batch_size;
+  v.seq_length = b.seq_length;
+  v.max_predictions = b.max_predictions;
+  v.input_ids = b.input_ids.data();
+  v.segment_ids = b.segment_ids.data();
+  v.input_mask = b.input_mask.data();
+  v.masked_lm_positions = b.masked_lm_positions.data();
+  v.masked_lm_ids = b.masked_lm_ids.data();
+  v.next_sentence_labels = b.next_sentence_labels.data();
+  return v;
+}
+
+// Rows [begin, begin + count) of a batch, as a view.
+BatchView slice(const BatchView& b, int begin, int count) {
+  BatchView v = b;
+  v.batch_size = count;
+  const int64_t s = static_cast<int64_t>(begin) * b.seq_length, p = static_cast<int64_t>(begin) * b.max_predictions;
+  v.input_ids += s;
+  v.segment_ids += s;
+  v.input_mask += s;
+  if (v.masked_lm_positions) v.masked_lm_positions += p;
+  if (v.masked_lm_ids) v.masked_lm_ids += p;
+  v.next_sentence_labels += begin;
+  return v;
+}
+
+std::unique_ptr<DataSource> make_train_source(const SessionConfig& c, uint64_t seed) {
+  if (c.data.source == "synthetic") {
+    SyntheticOptions o;
+    o.vocab_size = c.model.vocab_size;
+    o.seq_length = c.data.max_seq_length;
+    o.max_predictions = c.data.max_predictions_per_seq;
+    o.seed = seed;
+    return make_synthetic_source(o);
+  }
+  fail(Code::unsupported, "config key 'data.source' = \"", c.data.source, "\" is not available in this build");
+}
+
+}  // namespace
+
+Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm)
+    : config_(config), comm_(std::move(comm)) {
+  config_json_ = config_.to_json().dump();
+  ops_ = make_backend(config_);
+  ModelLimits limits;
+  limits.max_batch = config_.train.micro_batch;
+  limits.max_seq_length = config_.data.max_seq_length;
+  limits.max_predictions = config_.data.max_predictions_per_seq;
+  model_ = std::make_unique<BertModel>(config_.model, limits, *ops_);
+  model_->init_weights(config_.train.seed);
+  comm_->broadcast(model_->param_data(), model_->params().total_elems);
+  optimizer_ = std::make_unique<Optimizer>(config_.train.optimizer, model_->params(), *ops_);
+  schedule_.base_lr = config_.train.lr;
+  schedule_.total_steps = config_.train.steps;
+  schedule_.warmup_proportion = config_.train.warmup_proportion;
+  schedule_.degree = config_.train.decay_degree;
+  train_data_ = make_train_source(config_, config_.train.seed + 1000003ull * static_cast<uint64_t>(comm_->rank()));
+  log_message(log_info, "session: " + config_.model.to_json().dump() + " on " + ops_->name() + ", activation arena " +
+                            std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + train_data_->describe());
+}
+
+Session::~Session() = default;
+
+ModelInputs Session::inputs(const BatchView& batch) const {
+  return build_model_inputs(batch, config_.model, config_.train.micro_batch, config_.data.max_seq_length,
+                            config_.data.max_predictions_per_seq, config_.data.unpad);
+}
+
+void Session::discard_accumulation() {
+  model_->zero_grads();
+  accum_micro_ = 0;
+  accum_mlm_ = accum_nsp_ = 0;
+  accum_sequences_ = accum_tokens_ = 0;
+}
+
+template <typename F>
+auto Session::abortable(F&& body) -> decltype(body()) {
+  if (abort_.exchange(false)) {
+    discard_accumulation();
+    fail(Code::aborted, "the call was aborted by bert_session_abort");
+  }
+  try {
+    return body();
+  } catch (const Error& e) {
+    if (e.code() == Code::aborted) {
+      abort_.store(false);
+      discard_accumulation();
+    }
+    throw;
+  }
+}
+
+StepStats Session::forward_backward(const BatchView& batch) {
+  return abortable([&] {
+    const auto t0 = Clock::now();
+    ModelInputs in = inputs(batch);
+    DropoutStream drop;
+    drop.enabled = config_.train.dropout;
+    drop.seed = config_.train.seed + 7919ull * static_cast<uint64_t>(comm_->rank());
+    drop.step = micro_step_;
+    ForwardStats f = model_->run(in, drop, true, &abort_);
+    ++micro_step_;
+    ++accum_micro_;
+    accum_mlm_ += f.mlm_loss();
+    accum_nsp_ += f.nsp_loss();
+    accum_sequences_ += in.batch_size();
+    accum_tokens_ += in.real_tokens;
+    StepStats s;
+    s.step = global_step_;
+    s.mlm_loss = f.mlm_loss();
+    s.nsp_loss = f.nsp_loss();
+    s.loss = s.mlm_loss + s.nsp_loss;
+    s.micro_batches = 1;
+    s.sequences = in.batch_size();
+    s.tokens = in.real_tokens;
+    s.seconds = seconds_since(t0);
+    return s;
+  });
+}
+
+void Session::allreduce() {
+  abortable([&] { comm_->allreduce_sum(model_->grad_data(), model_->params().total_elems); });
+}
+
+StepStats Session::optimizer_step() {
+  return abortable([&] {
+    BERT_CHECK(accum_micro_ > 0, Code::invalid_argument,
+               "bert_optimizer_step called with no accumulated gradient (call bert_forward_backward first)");
+    const auto t0 = Clock::now();
+    StepStats s;
+    s.learning_rate = schedule_.at(global_step_ + 1);
+    const double grad_scale = 1.0 / (static_cast<double>(accum_micro_) * comm_->world_size());
+    OptimizerResult r = optimizer_->step(model_->param_data(), model_->grad_data(), s.learning_rate, grad_scale);
+    ++global_step_;
+    s.step = global_step_;
+    s.grad_norm = r.grad_norm;
+    s.skipped = r.skipped;
+    s.micro_batches = accum_micro_;
+    s.mlm_loss = accum_mlm_ / accum_micro_;
+    s.nsp_loss = accum_nsp_ / accum_micro_;
+    s.loss = s.mlm_loss + s.nsp_loss;
+    s.sequences = accum_sequences_;
+    s.tokens = accum_tokens_;
+    s.seconds = seconds_since(t0);
+    if (r.skipped) log_message(log_warning, "step " + std::to_string(global_step_) + " skipped: non-finite gradient norm");
+    discard_accumulation();
+    return s;
+  });
+}
+
+StepStats Session::step(const BatchView* batch) {
+  const auto t0 = Clock::now();
+  try {
+    run_step_micro_batches(batch);
+  } catch (...) {
+    discard_accumulation();  // a failed step leaves no partial gradient behind
+    throw;
+  }
+  allreduce();
+  StepStats s = optimizer_step();
+  s.seconds = seconds_since(t0);
+  return s;
+}
+
+void Session::run_step_micro_batches(const BatchView* batch) {
+  const int micro = config_.train.micro_batch;
+  if (batch) {
+    BERT_CHECK(batch->batch_size > 0 && batch->batch_size <= micro * config_.train.accumulation_steps,
+               Code::invalid_argument, "batch_size ", batch->batch_size, " is outside [1, train.micro_batch × ",
+               "train.accumulation_steps = ", micro * config_.train.accumulation_steps, "]");
+    for (int begin = 0; begin < batch->batch_size; begin += micro) {
+      forward_backward(slice(*batch, begin, std::min(micro, batch->batch_size - begin)));
+    }
+  } else {
+    for (int i = 0; i < config_.train.accumulation_steps; ++i) {
+      train_data_->next(host_batch_, micro);
+      forward_backward(view_of(host_batch_));
+    }
+  }
+}
+
+EvalStats Session::eval(const BatchView* batch) {
+  return abortable([&] {
+    ForwardStats total;
+    auto run_one = [&](const BatchView& b) {
+      ModelInputs in = inputs(b);
+      ForwardStats f = model_->run(in, DropoutStream{}, false, &abort_);
+      total.mlm_loss_sum += f.mlm_loss_sum;
+      total.mlm_count += f.mlm_count;
+      total.mlm_correct += f.mlm_correct;
+      total.nsp_loss_sum += f.nsp_loss_sum;
+      total.nsp_count += f.nsp_count;
+      total.nsp_correct += f.nsp_correct;
+    };
+    const int micro = config_.train.micro_batch;
+    if (batch) {
+      BERT_CHECK(batch->batch_size > 0, Code::invalid_argument, "batch_size must be positive, got ", batch->batch_size);
+      for (int begin = 0; begin < batch->batch_size; begin += micro) {
+        run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin)));
+      }
+    } else {
+      std::unique_ptr<DataSource> source = make_train_source(config_, config_.train.seed ^ 0xE7A1ull);
+      HostBatch hb;
+      for (int i = 0; i < config_.data.eval_batches; ++i) {
+        source->next(hb, micro);
+        run_one(view_of(hb));
+      }
+    }
+    EvalStats e;
+    e.sequences = total.nsp_count;
+    e.masked_tokens = total.mlm_count;
+    e.mlm_loss = total.mlm_loss();
+    e.nsp_loss = total.nsp_loss();
+    e.mlm_accuracy = total.mlm_count ? static_cast<double>(total.mlm_correct) / total.mlm_count : 0.0;
+    e.nsp_accuracy = total.nsp_count ? static_cast<double>(total.nsp_correct) / total.nsp_count : 0.0;
+    return e;
+  });
+}
+
+void Session::allreduce_host(float* data, int64_t n, ReduceOp op) {
+  BERT_CHECK(data != nullptr || n == 0, Code::invalid_argument, "allreduce data is NULL");
+  comm_->allreduce_host(data, n, op);
+}
+
+void Session::save_checkpoint(const std::string& path) {
+  BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
+  const ParamTable& table = model_->params();
+  std::vector<float> host(table.total_elems);
+  ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
+  CheckpointContents c;
+  c.step = global_step_;
+  c.config_json = config_json_;
+  c.model = model_tensors(table, host.data());
+  if (comm_->rank() == 0) write_checkpoint(path, c);
+}
+
+void Session::load_checkpoint(const std::string& path) {
+  BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
+  CheckpointContents c = read_checkpoint(path);
+  const ParamTable& table = model_->params();
+  std::vector<float> host(table.total_elems);
+  ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
+  load_model_tensors(table, c.model, path, host.data());
+  ops_->upload(model_->param_data(), host.data(), host.size() * sizeof(float));
+}
+
+const ParamEntry& Session::entry(const std::string& name, size_t count) const {
+  const ParamTable& table = model_->params();
+  int index = table.find(name);
+  BERT_CHECK(index >= 0, Code::invalid_argument, "unknown parameter '", name, "'");
+  const ParamEntry& e = table.entries[index];
+  BERT_CHECK(static_cast<int64_t>(count) == e.elems(), Code::invalid_argument, "parameter '", name, "' has ", e.elems(),
+             " elements, but count is ", count);
+  return e;
+}
+
+void Session::read_param(const std::string& name, float* dst, size_t count, bool gradient) {
+  const ParamEntry& e = entry(name, count);
+  BERT_CHECK(dst != nullptr, Code::invalid_argument, "destination buffer is NULL");
+  const float* base = gradient ? model_->grad_data() : model_->param_data();
+  ops_->download(dst, base + e.offset, count * sizeof(float));
+}
+
+void Session::write_param(const std::string& name, const float* src, size_t count) {
+  const ParamEntry& e = entry(name, count);
+  BERT_CHECK(src != nullptr, Code::invalid_argument, "source buffer is NULL");
+  ops_->upload(model_->param_data() + e.offset, src, count * sizeof(float));
+}
+
+}  // namespace bert

@@ -1,0 +1,90 @@
+// Session = config + backend + model + optimizer + data + communicator: the object the C API
+// wraps. It runs micro-batches, reduces gradients, steps the optimizer on the schedule,
+// evaluates, and saves/loads weights. One thread at a time; abort() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/ops.h"
+#include "data/batch.h"
+#include "dist/communicator.h"
+#include "model/bert_model.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "session/session_config.h"
+
+namespace bert {
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0, mlm_loss = 0, nsp_loss = 0;
+  double learning_rate = 0, grad_norm = 0, loss_scale = 1;
+  bool skipped = false;
+  int micro_batches = 0;
+  int64_t sequences = 0, tokens = 0;
+  double seconds = 0;
+};
+
+struct EvalStats {
+  double mlm_accuracy = 0, mlm_loss = 0, nsp_accuracy = 0, nsp_loss = 0;
+  int64_t sequences = 0, masked_tokens = 0;
+};
+
+class Session {
+ public:
+  Session(const SessionConfig& config, std::unique_ptr<Communicator> comm);
+  ~Session();
+
+  const SessionConfig& config() const { return config_; }
+  const std::string& config_json() const { return config_json_; }
+  BertModel& model() { return *model_; }
+  Ops& ops() { return *ops_; }
+  int64_t global_step() const { return global_step_; }
+
+  StepStats forward_backward(const BatchView& batch);
+  void allreduce();
+  StepStats optimizer_step();
+  // batch == nullptr: draw accumulation_steps micro-batches from the session's data source.
+  StepStats step(const BatchView* batch);
+  EvalStats eval(const BatchView* batch);
+  void allreduce_host(float* data, int64_t n, ReduceOp op);
+
+  void save_checkpoint(const std::string& path);
+  void load_checkpoint(const std::string& path);
+
+  // Parameter interop in Hugging Face shapes; throws Error(invalid_argument) on a bad name/count.
+  void read_param(const std::string& name, float* dst, size_t count, bool gradient);
+  void write_param(const std::string& name, const float* src, size_t count);
+
+  void abort() { abort_.store(true); }
+
+ private:
+  const ParamEntry& entry(const std::string& name, size_t count) const;
+  ModelInputs inputs(const BatchView& batch) const;
+  void discard_accumulation();
+  void run_step_micro_batches(const BatchView* batch);
+  template <typename F>
+  auto abortable(F&& body) -> decltype(body());
+
+  SessionConfig config_;
+  std::string config_json_;
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<BertModel> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<DataSource> train_data_;
+  LrSchedule schedule_;
+  HostBatch host_batch_;
+
+  int64_t global_step_ = 0;
+  uint64_t micro_step_ = 0;  // dropout stream position: one per training forward
+  int accum_micro_ = 0;
+  double accum_mlm_ = 0, accum_nsp_ = 0;
+  int64_t accum_sequences_ = 0, accum_tokens_ = 0;
+  std::atomic<bool> abort_{false};
+};
+
+}  // namespace bert

@@ -1,0 +1,143 @@
+// Parsing and validation of the session config (schema in README.md).
+#include "session/session_config.h"
+
+#include <limits>
+
+#include "core/error.h"
+#include "core/json_reader.h"
+
+namespace bert {
+namespace {
+
+constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+
+void parse_train(JsonReader r, TrainConfig& t) {
+  t.micro_batch = static_cast<int>(r.get_int("micro_batch", t.micro_batch, 1, 1 << 16));
+  t.accumulation_steps = static_cast<int>(r.get_int("accumulation_steps", t.accumulation_steps, 1, 1 << 16));
+  t.steps = r.get_int("steps", t.steps, 1, std::numeric_limits<int64_t>::max() / 2);
+  t.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(t.seed), 0, std::numeric_limits<int64_t>::max()));
+  t.threads = static_cast<int>(r.get_int("threads", t.threads, 0, 4096));
+  t.lr = r.get_number("lr", t.lr, 0.0, 1e3);
+  t.warmup_proportion = r.get_number("warmup_proportion", t.warmup_proportion, 0.0, 1.0);
+  if (r.has("warmup_steps")) {
+    t.warmup_proportion = static_cast<double>(r.get_int("warmup_steps", 0, 0, t.steps)) / t.steps;
+  }
+  t.decay_degree = r.get_number("decay_degree", t.decay_degree, 0.0, 100.0);
+  OptimizerConfig& o = t.optimizer;
+  o.name = r.get_choice("optimizer", o.name, {"lamb", "adamw"});
+  o.beta1 = r.get_number("beta1", o.beta1, 0.0, 0.999999);
+  o.beta2 = r.get_number("beta2", o.beta2, 0.0, 0.999999999);
+  o.eps = r.get_number("eps", o.eps, 0.0, 1.0);
+  o.weight_decay = r.get_number("weight_decay", o.weight_decay, 0.0, 10.0);
+  o.max_grad_norm = r.get_number("max_grad_norm", o.max_grad_norm, 0.0, 1e12);
+  o.bias_correction = r.get_bool("bias_correction", o.bias_correction);
+  o.nvlamb = r.get_bool("nvlamb", o.nvlamb);
+  t.precision = r.get_choice("precision", t.precision, {"fp32", "tf32", "bf16", "fp16"});
+  t.log_every = static_cast<int>(r.get_int("log_every", t.log_every, 1, kIntMax));
+  t.dropout = r.get_bool("dropout", t.dropout);
+  r.finish();
+}
+
+void parse_data(JsonReader r, DataConfig& d) {
+  d.source = r.get_choice("source", r.has("train_dir") ? "hdf5" : d.source, {"synthetic", "hdf5"});
+  d.train_dir = r.get_string("train_dir", d.train_dir);
+  d.eval_dir = r.get_string("eval_dir", d.eval_dir);
+  d.format = r.get_choice("format", d.format, {"auto", "dle", "mlperf", "mlperf_packed"});
+  d.max_seq_length = static_cast<int>(r.get_int("max_seq_length", d.max_seq_length, 1, 1 << 16));
+  d.max_predictions_per_seq =
+      static_cast<int>(r.get_int("max_predictions_per_seq", d.max_predictions_per_seq, 0, 1 << 16));
+  d.eval_batches = static_cast<int>(r.get_int("eval_batches", d.eval_batches, 1, kIntMax));
+  d.skip_bad_shards = r.get_bool("skip_bad_shards", d.skip_bad_shards);
+  d.unpad = r.get_bool("unpad", d.unpad);
+  d.bucket_bins = static_cast<int>(r.get_int("bucket_bins", d.bucket_bins, 0, 1 << 16));
+  r.finish();
+  if (d.source == "hdf5" && d.train_dir.empty()) {
+    fail(Code::config, "config key 'data.train_dir' is required when data.source is \"hdf5\"");
+  }
+}
+
+void parse_checkpoint(JsonReader r, CheckpointConfig& c) {
+  c.dir = r.get_string("dir", c.dir);
+  c.every = r.get_int("every", c.every, 0, std::numeric_limits<int64_t>::max());
+  r.finish();
+}
+
+}  // namespace
+
+SessionConfig parse_session_config(const std::string& text) {
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(Code::config, "config is not valid JSON: ", e.what());
+  }
+  JsonReader r(root, "");
+  SessionConfig c;
+  if (r.has("model")) c.model = parse_bert_config(r.raw("model"), "model");
+  parse_train(r.object("train"), c.train);
+  parse_data(r.object("data"), c.data);
+  parse_checkpoint(r.object("checkpoint"), c.checkpoint);
+  c.device = r.get_string("device", c.device);
+  if (c.device != "cpu" && c.device != "cuda" && c.device.rfind("cuda:", 0) != 0) {
+    fail(Code::config, "config key 'device' = \"", c.device, "\" is not one of: cpu, cuda, cuda:N");
+  }
+  r.finish();
+
+  if (c.data.max_seq_length > c.model.max_position_embeddings) {
+    fail(Code::config, "config key 'data.max_seq_length' = ", c.data.max_seq_length,
+         " is larger than model.max_position_embeddings = ", c.model.max_position_embeddings);
+  }
+  if (c.data.max_predictions_per_seq >= c.data.max_seq_length) {
+    fail(Code::config, "config key 'data.max_predictions_per_seq' = ", c.data.max_predictions_per_seq,
+         " must be smaller than data.max_seq_length = ", c.data.max_seq_length);
+  }
+  if (c.train.precision == "fp16" || c.train.precision == "bf16") {
+    if (c.device == "cpu") {
+      fail(Code::config, "config key 'train.precision' = \"", c.train.precision,
+           "\" needs device \"cuda\"; the CPU backend computes in fp32");
+    }
+  }
+  return c;
+}
+
+nlohmann::json SessionConfig::to_json() const {
+  const OptimizerConfig& o = train.optimizer;
+  return {
+      {"model", model.to_json()},
+      {"train",
+       {{"micro_batch", train.micro_batch},
+        {"accumulation_steps", train.accumulation_steps},
+        {"steps", train.steps},
+        {"seed", train.seed},
+        {"threads", train.threads},
+        {"lr", train.lr},
+        {"warmup_proportion", train.warmup_proportion},
+        {"decay_degree", train.decay_degree},
+        {"optimizer", o.name},
+        {"beta1", o.beta1},
+        {"beta2", o.beta2},
+        {"eps", o.eps},
+        {"weight_decay", o.weight_decay},
+        {"max_grad_norm", o.max_grad_norm},
+        {"bias_correction", o.bias_correction},
+        {"nvlamb", o.nvlamb},
+        {"precision", train.precision},
+        {"log_every", train.log_every},
+        {"dropout", train.dropout}}},
+      {"data",
+       {{"source", data.source},
+        {"train_dir", data.train_dir},
+        {"eval_dir", data.eval_dir},
+        {"format", data.format},
+        {"max_seq_length", data.max_seq_length},
+        {"max_predictions_per_seq", data.max_predictions_per_seq},
+        {"eval_batches", data.eval_batches},
+        {"skip_bad_shards", data.skip_bad_shards},
+        {"unpad", data.unpad},
+        {"bucket_bins", data.bucket_bins}}},
+      {"checkpoint", {{"dir", checkpoint.dir}, {"every", checkpoint.every}}},
+      {"device", device},
+  };
+}
+
+}  // namespace bert

@@ -1,0 +1,59 @@
+// SessionConfig: the one JSON config schema shared by the C API, the tools and every binding
+// (documented in README.md, "Config schema"). parse_session_config validates every key and
+// fills defaults; to_json() gives the resolved config back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/bert_config.h"
+#include "optim/optimizer.h"
+
+namespace bert {
+
+struct TrainConfig {
+  int micro_batch = 8;
+  int accumulation_steps = 1;
+  int64_t steps = 100;
+  uint64_t seed = 12345;
+  int threads = 0;  // 0: all cores
+  double lr = 1e-3;
+  double warmup_proportion = 0.01;
+  double decay_degree = 0.5;
+  OptimizerConfig optimizer;
+  std::string precision = "fp32";
+  int log_every = 10;
+  bool dropout = true;  // false: train without dropout (tests, debugging)
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  // "synthetic" or "hdf5"
+  std::string train_dir, eval_dir, format = "auto";
+  int max_seq_length = 128;
+  int max_predictions_per_seq = 20;
+  int eval_batches = 4;  // synthetic eval
+  bool skip_bad_shards = false;
+  bool unpad = true;  // drop padding tokens from the computation
+  int bucket_bins = 0;
+};
+
+struct CheckpointConfig {
+  std::string dir;       // where bert-train writes checkpoints ("" = none)
+  int64_t every = 0;     // steps between checkpoints (0 = only at the end)
+};
+
+struct SessionConfig {
+  BertConfig model;
+  TrainConfig train;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N"
+  nlohmann::json to_json() const;
+};
+
+// Parses config text; throws Error(config) naming the key at fault.
+SessionConfig parse_session_config(const std::string& json_text);
+
+}  // namespace bert
