@@ -50,11 +50,19 @@ class SyntheticSource : public DataSource {
     int32_t* ids = &out.input_ids[static_cast<size_t>(b) * S];
     int32_t* seg = &out.segment_ids[static_cast<size_t>(b) * S];
     int32_t* mask = &out.input_mask[static_cast<size_t>(b) * S];
-    // Tokens walk the vocabulary with a per-sample start and stride, so a masked token is
-    // predictable from its neighbours and the MLM loss can fall.
-    const uint32_t start = draw(index, k++, V - first_word), stride = 1 + draw(index, k++, 7);
+    // Half of the tokens walk the vocabulary with a per-sample start and stride (predictable from
+    // their neighbours), the others follow a skewed unigram distribution, so the MLM loss can fall.
+    const uint32_t range = static_cast<uint32_t>(V - first_word);
+    const uint32_t start = draw(index, k++, range), stride = 1 + draw(index, k++, 7);
     for (int s = 0; s < real; ++s) {
-      ids[s] = first_word + static_cast<int32_t>((start + static_cast<uint64_t>(s) * stride) % (V - first_word));
+      uint32_t offset;
+      if (draw(index, k++, 2) == 0) {
+        offset = static_cast<uint32_t>((start + static_cast<uint64_t>(s) * stride) % range);
+      } else {
+        const double u = draw(index, k++, 1u << 24) / 16777216.0;
+        offset = static_cast<uint32_t>(range * u * u * u);
+      }
+      ids[s] = first_word + static_cast<int32_t>(offset);
       seg[s] = s > split ? 1 : 0;
       mask[s] = 1;
     }

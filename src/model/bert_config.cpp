@@ -1,6 +1,8 @@
 // BertConfig parsing: presets, bert_config.json files and inline objects, strictly validated.
 #include "model/bert_config.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -66,6 +68,15 @@ Activation BertConfig::activation() const {
   return hidden_act == "gelu" ? Activation::gelu_erf : Activation::gelu_tanh;
 }
 
+// Floats printed as the short decimal they were written as (0.1, not 0.10000000149011612).
+namespace {
+double decimal(float x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", x);
+  return std::strtod(text, nullptr);
+}
+}  // namespace
+
 nlohmann::json BertConfig::to_json() const {
   return {{"vocab_size", vocab_size},
           {"hidden_size", hidden_size},
@@ -75,10 +86,10 @@ nlohmann::json BertConfig::to_json() const {
           {"max_position_embeddings", max_position_embeddings},
           {"type_vocab_size", type_vocab_size},
           {"hidden_act", hidden_act},
-          {"hidden_dropout_prob", hidden_dropout_prob},
-          {"attention_probs_dropout_prob", attention_probs_dropout_prob},
-          {"initializer_range", initializer_range},
-          {"layer_norm_eps", layer_norm_eps}};
+          {"hidden_dropout_prob", decimal(hidden_dropout_prob)},
+          {"attention_probs_dropout_prob", decimal(attention_probs_dropout_prob)},
+          {"initializer_range", decimal(initializer_range)},
+          {"layer_norm_eps", decimal(layer_norm_eps)}};
 }
 
 BertConfig parse_bert_config(const nlohmann::json& value, const std::string& key) {

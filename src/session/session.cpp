@@ -1,7 +1,9 @@
 // Session: training, evaluation and checkpoint operations behind the C API.
 #include "session/session.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
@@ -69,6 +71,7 @@ std::unique_ptr<DataSource> make_train_source(const SessionConfig& c, uint64_t s
 
 Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm)
     : config_(config), comm_(std::move(comm)) {
+  if (config_.train.threads <= 0) config_.train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config_json_ = config_.to_json().dump();
   ops_ = make_backend(config_);
   ModelLimits limits;

@@ -1,0 +1,73 @@
+// bert-bench: times N optimizer steps on synthetic data for a model/batch/sequence length and
+// prints one JSON line (sequences/s, tokens/s, step time, peak RSS, threads).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bert.h"
+#include "tool_common.h"
+
+int main(int argc, char** argv) {
+  std::string model = "bert-base", device = "cpu", optimizer = "lamb";
+  int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--model") model = v;
+    else if (a == "--batch") batch = std::atoi(v.c_str());
+    else if (a == "--seq") seq = std::atoi(v.c_str());
+    else if (a == "--steps") steps = std::atoi(v.c_str());
+    else if (a == "--warmup") warmup = std::atoi(v.c_str());
+    else if (a == "--threads") threads = std::atoi(v.c_str());
+    else if (a == "--predictions") predictions = std::atoi(v.c_str());
+    else if (a == "--device") device = v;
+    else if (a == "--optimizer") optimizer = v;
+    else {
+      std::fprintf(stderr,
+                   "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
+                   "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n");
+      return 2;
+    }
+  }
+  if ((argc - 1) % 2 != 0) {
+    std::fprintf(stderr, "error: every option takes a value\n");
+    return 2;
+  }
+  if (predictions < 0) predictions = seq >= 512 ? 80 : seq * 20 / 128;
+  nlohmann::json config = {
+      {"model", model},
+      {"device", device},
+      {"train", {{"micro_batch", batch}, {"steps", steps + warmup}, {"threads", threads}, {"optimizer", optimizer}}},
+      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", false}}}};
+  bert_session* session = nullptr;
+  if (bert_tools::failed(bert_session_create(config.dump().c_str(), nullptr, &session), "bert_session_create")) return 1;
+  const int used_threads = nlohmann::json::parse(bert_session_config(session))["train"]["threads"].get<int>();
+
+  bert_step_result r;
+  bert_step_result_init(&r);
+  for (int i = 0; i < warmup; ++i) {
+    if (bert_tools::failed(bert_step(session, nullptr, &r), "bert_step")) return 1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) {
+    if (bert_tools::failed(bert_step(session, nullptr, &r), "bert_step")) return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bert_session_destroy(session);
+
+  nlohmann::json out = {{"model", model},
+                        {"device", device},
+                        {"batch", batch},
+                        {"seq", seq},
+                        {"steps", steps},
+                        {"threads", used_threads},
+                        {"step_seconds", seconds / steps},
+                        {"sequences_per_second", batch * steps / seconds},
+                        {"tokens_per_second", static_cast<double>(batch) * seq * steps / seconds},
+                        {"peak_rss_mib", bert_tools::peak_rss_bytes() / 1048576.0},
+                        {"final_loss", r.loss}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}

@@ -1,0 +1,124 @@
+// bert-train: pretrains BERT from a JSON config through the C ABI, with a progress line
+// (step/total, loss, lr, sequences/s, ETA), periodic and final checkpoints, and a non-zero exit
+// with the engine's message on any error.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bert.h"
+#include "tool_common.h"
+
+namespace {
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: bert-train CONFIG.json [--steps N] [--output FILE.h5] [--quiet]\n"
+               "  Trains for train.steps (or N) optimizer steps and writes the weights to FILE.h5\n"
+               "  (default: <checkpoint.dir>/final.h5, or bert_final.h5 when no dir is configured).\n");
+}
+
+void log_to_stderr(bert_log_level level, const char* message, void*) {
+  if (level >= BERT_LOG_INFO) std::fprintf(stderr, "[bertengine] %s\n", message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using bert_tools::failed;
+  std::string config_path, output;
+  long long steps_override = -1;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) {
+      steps_override = std::atoll(argv[++i]);
+    } else if (a == "--output" && i + 1 < argc) {
+      output = argv[++i];
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else if (config_path.empty() && a[0] != '-') {
+      config_path = a;
+    } else {
+      std::fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
+      usage();
+      return 2;
+    }
+  }
+  if (config_path.empty()) {
+    usage();
+    return 2;
+  }
+
+  std::string text = bert_tools::read_file_or_exit(config_path);
+  if (steps_override > 0) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object()) {
+      j["train"]["steps"] = steps_override;
+      text = j.dump();
+    }
+  }
+  if (!quiet) bert_set_log_callback(log_to_stderr, nullptr);
+  bert_session* session = nullptr;
+  if (failed(bert_session_create(text.c_str(), nullptr, &session), config_path.c_str())) return 1;
+
+  const nlohmann::json resolved = nlohmann::json::parse(bert_session_config(session));
+  const long long total = resolved["train"]["steps"].get<long long>();
+  const long long every = resolved["checkpoint"]["every"].get<long long>();
+  const std::string dir = resolved["checkpoint"]["dir"].get<std::string>();
+  const int log_every = resolved["train"]["log_every"].get<int>();
+  if (output.empty()) output = dir.empty() ? "bert_final.h5" : dir + "/final.h5";
+  const bool tty = isatty(fileno(stdout));
+
+  bert_step_result r;
+  bert_step_result_init(&r);
+  const auto t0 = std::chrono::steady_clock::now();
+  double loss_sum = 0, mlm_sum = 0, nsp_sum = 0;  // averaged over the log window
+  int loss_count = 0;
+  for (long long step = 1; step <= total; ++step) {
+    if (failed(bert_step(session, nullptr, &r), "bert_step")) {
+      bert_session_destroy(session);
+      return 1;
+    }
+    loss_sum += r.loss;
+    mlm_sum += r.mlm_loss;
+    nsp_sum += r.nsp_loss;
+    ++loss_count;
+    if (!quiet && (step % log_every == 0 || step == total || tty)) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = elapsed / step * (total - step);
+      std::printf("%sstep %lld/%lld  loss %.4f (mlm %.4f nsp %.4f)  lr %.3e  %.1f seq/s  ETA %s%s",
+                  tty ? "\r" : "", step, total, loss_sum / loss_count, mlm_sum / loss_count, nsp_sum / loss_count, r.learning_rate,
+                  r.sequences_per_second, bert_tools::format_duration(eta).c_str(),
+                  tty && step % log_every != 0 && step != total ? "   " : "\n");
+      std::fflush(stdout);
+      if (step % log_every == 0) {
+        loss_sum = mlm_sum = nsp_sum = 0;
+        loss_count = 0;
+      }
+    }
+    if (!dir.empty() && every > 0 && step % every == 0 && step != total) {
+      const std::string path = dir + "/ckpt_" + std::to_string(step) + ".h5";
+      if (failed(bert_checkpoint(session, path.c_str()), path.c_str())) {
+        bert_session_destroy(session);
+        return 1;
+      }
+    }
+  }
+  if (failed(bert_checkpoint(session, output.c_str()), output.c_str())) {
+    bert_session_destroy(session);
+    return 1;
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("done: %lld steps in %s, weights written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
+              output.c_str());
+  bert_session_destroy(session);
+  return 0;
+}

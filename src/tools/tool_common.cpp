@@ -1,0 +1,49 @@
+// Shared helpers of the command-line tools.
+#include "tool_common.h"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace bert_tools {
+
+std::string read_file_or_exit(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "error: cannot open '%s'\n", path.c_str());
+    std::exit(2);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool failed(bert_status status, const char* what) {
+  if (status == BERT_OK) return false;
+  std::fprintf(stderr, "error: %s: %s: %s\n", what, bert_status_string(status), bert_last_error());
+  return true;
+}
+
+std::string format_duration(double seconds) {
+  long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  }
+  return buf;
+}
+
+long peak_rss_bytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss * 1024L;
+}
+
+}  // namespace bert_tools

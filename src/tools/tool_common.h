@@ -1,0 +1,20 @@
+// Small helpers shared by the command-line tools: reading files, status checks over the C
+// ABI, human-readable durations, and peak memory.
+#pragma once
+
+#include <string>
+
+#include "bert.h"
+
+namespace bert_tools {
+
+// Reads a whole file; exits with a message naming the file when it cannot.
+std::string read_file_or_exit(const std::string& path);
+// Prints "<what>: <status>: <bert_last_error()>" to stderr and returns true on failure.
+bool failed(bert_status status, const char* what);
+// "1h02m", "3m05s", "12s".
+std::string format_duration(double seconds);
+// Peak resident set size of this process in bytes.
+long peak_rss_bytes();
+
+}  // namespace bert_tools

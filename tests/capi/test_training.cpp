@@ -1,0 +1,239 @@
+// Training behaviour through the C ABI: determinism, loss falling, gradient accumulation,
+// checkpoint round trip, parameter access, abort from another thread, logging, eval.
+#include <bert.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "test_batch.h"
+
+namespace {
+
+bert_session* create(const std::string& config = kTinyConfig) {
+  bert_session* s = nullptr;
+  EXPECT_EQ(bert_session_create(config.c_str(), nullptr, &s), BERT_OK) << bert_last_error();
+  return s;
+}
+
+std::vector<float> read(bert_session* s, const char* name, size_t n, bool grad = false) {
+  std::vector<float> v(n);
+  EXPECT_EQ(grad ? bert_grad_read(s, name, v.data(), n) : bert_param_read(s, name, v.data(), n), BERT_OK)
+      << bert_last_error();
+  return v;
+}
+
+TEST(Training, SameSeedGivesBitIdenticalLossesWithDropout) {
+  std::vector<float> losses[2];
+  for (auto& l : losses) {
+    bert_session* s = create();
+    bert_step_result r;
+    bert_step_result_init(&r);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(bert_step(s, nullptr, &r), BERT_OK) << bert_last_error();
+      l.push_back(r.loss);
+    }
+    bert_session_destroy(s);
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(std::memcmp(&losses[0][i], &losses[1][i], sizeof(float)), 0) << "step " << i;
+}
+
+TEST(Training, LossFallsOnSyntheticData) {
+  std::string config = kTinyConfig;
+  config.replace(config.find("\"micro_batch\": 4"), 16, "\"micro_batch\": 16");
+  bert_session* s = create(config);
+  bert_step_result r;
+  bert_step_result_init(&r);
+  double first = 0, last = 0;
+  for (int i = 0; i < 80; ++i) {
+    ASSERT_EQ(bert_step(s, nullptr, &r), BERT_OK) << bert_last_error();
+    if (i < 10) first += r.mlm_loss / 10;
+    if (i >= 70) last += r.mlm_loss / 10;
+    EXPECT_TRUE(std::isfinite(r.loss));
+  }
+  // The synthetic tokens have a skewed unigram distribution and local structure: an untrained
+  // model sits near ln(100) = 4.6, a trained one must be clearly below.
+  EXPECT_LT(last, first - 0.2) << "MLM loss did not fall: " << first << " -> " << last;
+  EXPECT_EQ(r.step, 80);
+  bert_session_destroy(s);
+}
+
+TEST(Training, StepOnHostBatchEqualsManualAccumulation) {
+  const std::string config = R"({"model": {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64},
+      "train": {"micro_batch": 2, "accumulation_steps": 2, "steps": 10, "threads": 1, "dropout": false},
+      "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}})";
+  TestBatch t(4, 16, 3, 100);
+  bert_session* a = create(config);
+  bert_session* b = create(config);
+  bert_batch whole = t.view();
+  bert_step_result ra, rb;
+  bert_step_result_init(&ra);
+  bert_step_result_init(&rb);
+  ASSERT_EQ(bert_step(a, &whole, &ra), BERT_OK) << bert_last_error();
+  EXPECT_EQ(ra.micro_batches, 2);
+  for (int half = 0; half < 2; ++half) {
+    TestBatch part = t;
+    bert_batch v = t.view();
+    v.batch_size = 2;
+    v.input_ids += half * 2 * 16;
+    v.segment_ids += half * 2 * 16;
+    v.input_mask += half * 2 * 16;
+    v.masked_lm_positions += half * 2 * 3;
+    v.masked_lm_ids += half * 2 * 3;
+    v.next_sentence_labels += half * 2;
+    ASSERT_EQ(bert_forward_backward(b, &v, nullptr), BERT_OK) << bert_last_error();
+  }
+  ASSERT_EQ(bert_allreduce(b), BERT_OK);
+  ASSERT_EQ(bert_optimizer_step(b, &rb), BERT_OK) << bert_last_error();
+  EXPECT_EQ(ra.loss, rb.loss);
+  EXPECT_EQ(ra.grad_norm, rb.grad_norm);
+  const char* name = "bert.encoder.layer.1.output.dense.weight";
+  EXPECT_EQ(read(a, name, 32 * 64), read(b, name, 32 * 64));
+  bert_session_destroy(a);
+  bert_session_destroy(b);
+}
+
+TEST(Training, GradientsAccumulateAndResetAfterStep) {
+  std::string config = kTinyConfig;
+  config.replace(config.find("\"threads\": 1"), 12, "\"threads\": 1, \"dropout\": false");
+  bert_session* s = create(config);
+  TestBatch t(2, 16, 3, 100);
+  bert_batch b = t.view();
+  const char* name = "cls.seq_relationship.bias";
+  ASSERT_EQ(bert_forward_backward(s, &b, nullptr), BERT_OK);
+  std::vector<float> g1 = read(s, name, 2, true);
+  ASSERT_EQ(bert_forward_backward(s, &b, nullptr), BERT_OK);
+  std::vector<float> g2 = read(s, name, 2, true);
+  EXPECT_NEAR(g2[0], 2 * g1[0], 1e-6);
+  EXPECT_NE(g1[0], 0.0f);
+  ASSERT_EQ(bert_optimizer_step(s, nullptr), BERT_OK);
+  EXPECT_EQ(read(s, name, 2, true), std::vector<float>(2, 0.0f));
+  bert_session_destroy(s);
+}
+
+TEST(Training, CheckpointRoundTrip) {
+  bert_session* a = create();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(bert_step(a, nullptr, nullptr), BERT_OK);
+  const std::string path = std::filesystem::temp_directory_path() / "bert_roundtrip.h5";
+  ASSERT_EQ(bert_checkpoint(a, path.c_str()), BERT_OK) << bert_last_error();
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(getpid())));
+  bert_session* b = create(std::string(kTinyConfig).replace(std::string(kTinyConfig).find("\"lr\""), 4, "\"seed\": 7, \"lr\""));
+  ASSERT_EQ(bert_checkpoint_load(b, path.c_str()), BERT_OK) << bert_last_error();
+  size_t count = 0;
+  ASSERT_EQ(bert_param_count(a, &count), BERT_OK);
+  EXPECT_EQ(count, 5u + 2 * 16u + 2u + 7u);
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    int ndim = 0;
+    int64_t shape[4];
+    ASSERT_EQ(bert_param_info(a, i, &name, &ndim, shape), BERT_OK);
+    size_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    EXPECT_EQ(read(a, name, n), read(b, name, n)) << name;
+  }
+  TestBatch t(4, 16, 3, 100);
+  bert_batch batch = t.view();
+  bert_eval_result ea, eb;
+  bert_eval_result_init(&ea);
+  bert_eval_result_init(&eb);
+  ASSERT_EQ(bert_eval(a, &batch, &ea), BERT_OK);
+  ASSERT_EQ(bert_eval(b, &batch, &eb), BERT_OK);
+  EXPECT_EQ(ea.mlm_loss, eb.mlm_loss);
+  EXPECT_EQ(ea.nsp_accuracy, eb.nsp_accuracy);
+  bert_session_destroy(a);
+  bert_session_destroy(b);
+  std::remove(path.c_str());
+}
+
+TEST(Training, ParameterNamesShapesAndWrite) {
+  bert_session* s = create();
+  const char* name = nullptr;
+  int ndim = 0;
+  int64_t shape[4];
+  ASSERT_EQ(bert_param_info(s, 0, &name, &ndim, shape), BERT_OK);
+  EXPECT_STREQ(name, "bert.embeddings.word_embeddings.weight");
+  EXPECT_EQ(ndim, 2);
+  EXPECT_EQ(shape[0], 100);  // the config's vocabulary, not the padded 104
+  EXPECT_EQ(shape[1], 32);
+  ASSERT_EQ(bert_param_info(s, 5, &name, &ndim, shape), BERT_OK);
+  EXPECT_STREQ(name, "bert.encoder.layer.0.attention.self.query.weight");
+  std::vector<float> w(100 * 32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001f * static_cast<float>(i % 97);
+  ASSERT_EQ(bert_param_write(s, "bert.embeddings.word_embeddings.weight", w.data(), w.size()), BERT_OK);
+  EXPECT_EQ(read(s, "bert.embeddings.word_embeddings.weight", w.size()), w);
+  bert_session_destroy(s);
+}
+
+TEST(Training, EvalOnConfiguredDataReportsAccuracy) {
+  bert_session* s = create();
+  bert_eval_result e;
+  bert_eval_result_init(&e);
+  ASSERT_EQ(bert_eval(s, nullptr, &e), BERT_OK) << bert_last_error();
+  EXPECT_EQ(e.sequences, 4 * 4);  // data.eval_batches (4) micro-batches of 4
+  EXPECT_GT(e.masked_tokens, 0);
+  EXPECT_NEAR(e.mlm_loss, std::log(100.0), 1.0);  // an untrained model is close to uniform
+  EXPECT_GE(e.mlm_accuracy, 0.0);
+  EXPECT_LE(e.nsp_accuracy, 1.0);
+  bert_session_destroy(s);
+}
+
+TEST(Training, AbortFromAnotherThread) {
+  bert_session* s = create(R"({"model": "bert-mini", "train": {"micro_batch": 8, "threads": 1},
+                              "data": {"max_seq_length": 128}})");
+  std::atomic<bool> started{false};
+  std::thread killer([&] {
+    while (!started.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    bert_session_abort(s);
+  });
+  bert_status st = BERT_OK;
+  started = true;
+  for (int i = 0; i < 1000 && st == BERT_OK; ++i) st = bert_step(s, nullptr, nullptr);
+  killer.join();
+  EXPECT_EQ(st, BERT_ERR_ABORTED);
+  EXPECT_NE(std::string(bert_last_error()).find("abort"), std::string::npos);
+  // Aborted gradients are discarded and the session keeps working.
+  std::vector<float> g(2);
+  ASSERT_EQ(bert_grad_read(s, "cls.seq_relationship.bias", g.data(), 2), BERT_OK);
+  EXPECT_EQ(g, std::vector<float>(2, 0.0f));
+  EXPECT_EQ(bert_step(s, nullptr, nullptr), BERT_OK) << bert_last_error();
+  bert_session_destroy(s);
+}
+
+TEST(Training, LogCallbackReceivesSessionInfo) {
+  struct Seen {
+    int count = 0;
+    std::string text;
+  } seen;
+  bert_set_log_callback(
+      [](bert_log_level, const char* message, void* user) {
+        auto* s = static_cast<Seen*>(user);
+        ++s->count;
+        s->text += message;
+      },
+      &seen);
+  bert_session* s = create();
+  bert_set_log_callback(nullptr, nullptr);
+  EXPECT_GT(seen.count, 0);
+  EXPECT_NE(seen.text.find("arena"), std::string::npos) << seen.text;
+  bert_session_destroy(s);
+}
+
+TEST(Training, ResolvedConfigHasDefaults) {
+  bert_session* s = create();
+  std::string c = bert_session_config(s);
+  EXPECT_NE(c.find("\"optimizer\":\"lamb\""), std::string::npos) << c;
+  EXPECT_NE(c.find("\"max_grad_norm\":1.0"), std::string::npos) << c;
+  bert_session_destroy(s);
+}
+
+}  // namespace
