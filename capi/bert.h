@@ -195,12 +195,31 @@ BERT_API bert_status bert_allreduce_host(bert_session* session, float* data, siz
                                          bert_reduce_op op);
 
 /* ---- checkpoints ---------------------------------------------------------------------- */
-/* Writes the model weights to one HDF5 file, /model/<Hugging Face name> as fp32 datasets.
- * The file is written under a temporary name and renamed: it is either whole or absent. */
+/* A checkpoint is one HDF5 file with the whole training state: fp32 weights under
+ * /model/<Hugging Face name>, Adam moments under /optimizer/{exp_avg,exp_avg_sq}/<name>, and
+ * attributes: format and engine version, the config JSON, a "state" JSON (global step, phase,
+ * optimizer steps, dropout stream position, loss scale, every rank's data-loader cursor) and a
+ * checksum of all tensor bytes that loading verifies. It is written under a temporary name,
+ * fsynced and renamed: it is either whole or absent.
+ *
+ * COLLECTIVE. Writes the checkpoint to path; with path == NULL, to
+ * <checkpoint.dir>/ckpt_<step>.h5, then deletes old ones per checkpoint.keep/keep_every.
+ * Rank 0 writes the file; every rank's data cursor is gathered into it. A failed write
+ * returns an error, leaves earlier checkpoints intact, and training can continue. */
 BERT_API bert_status bert_checkpoint(bert_session* session, const char* path);
-/* Loads the weights written by bert_checkpoint. Shapes must match the session's model; on
- * any error the session's weights are unchanged. */
+/* Resumes the full training state from a checkpoint: afterwards training continues exactly
+ * (bit-identical losses on the CPU backend) as if it had never stopped. The model shapes must
+ * match and the checkpoint's phase must equal train.phase. On any error the session is
+ * unchanged. */
 BERT_API bert_status bert_checkpoint_load(bert_session* session, const char* path);
+/* Loads only the weights (/model) of a checkpoint or weights file: for starting phase 2,
+ * fine-tuning or continued pretraining. Optimizer state, step and data position are kept.
+ * train.init_checkpoint does this at session creation. */
+BERT_API bert_status bert_checkpoint_load_weights(bert_session* session, const char* path);
+/* Resumes from the newest checkpoint in dir (NULL: checkpoint.dir) that passes verification,
+ * skipping corrupt or partial ones with a warning. *step receives the resumed step, or -1 when
+ * there is no valid checkpoint (still BERT_OK). */
+BERT_API bert_status bert_checkpoint_resume(bert_session* session, const char* dir, int64_t* step);
 
 /* ---- parameters (Hugging Face BertForPreTraining names and shapes) --------------------- */
 BERT_API bert_status bert_param_count(const bert_session* session, size_t* count);

@@ -248,11 +248,7 @@ bert_status bert_allreduce_host(bert_session* session, float* data, size_t count
 }
 
 bert_status bert_checkpoint(bert_session* session, const char* path) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
-    require(path, "path");
-    s.save_checkpoint(path);
-  });
+  return guard([&] { session_of(session).save_checkpoint(path ? path : ""); });
 }
 
 bert_status bert_checkpoint_load(bert_session* session, const char* path) {
@@ -260,6 +256,23 @@ bert_status bert_checkpoint_load(bert_session* session, const char* path) {
     bert::Session& s = session_of(session);
     require(path, "path");
     s.load_checkpoint(path);
+  });
+}
+
+bert_status bert_checkpoint_load_weights(bert_session* session, const char* path) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(path, "path");
+    s.load_weights(path);
+  });
+}
+
+bert_status bert_checkpoint_resume(bert_session* session, const char* dir, int64_t* step) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(step, "step");
+    const int64_t resumed = s.resume_latest(dir ? dir : "");
+    *step = resumed;
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
 
 #include "core/error.h"
 #include "core/hdf5_check.h"
@@ -105,6 +106,38 @@ CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::st
   return t;
 }
 
+// FNV-1a 64 over every tensor's name, shape and bytes, in name order within each group.
+uint64_t checksum(const CheckpointContents& c) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const TensorMap* group : {&c.model, &c.exp_avg, &c.exp_avg_sq}) {
+    for (const auto& [name, t] : *group) {
+      mix(name.data(), name.size());
+      mix(t.shape.data(), t.shape.size() * sizeof(int64_t));
+      mix(t.data.data(), t.data.size() * sizeof(float));
+    }
+  }
+  return h;
+}
+
+void write_group(hid_t parent, const char* name, const TensorMap& tensors, const std::string& file) {
+  Hdf5Id group(H5_CHECK(H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, file), H5Gclose);
+  for (const auto& [tensor_name, tensor] : tensors) write_tensor(group.get(), tensor_name, tensor, file);
+}
+
+TensorMap read_group(hid_t parent, const char* name, const std::string& file) {
+  Hdf5Id group(H5_CHECK(H5Gopen2(parent, name, H5P_DEFAULT), Code::checkpoint, file), H5Gclose);
+  GroupListing listing;
+  H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint,
+           file);
+  TensorMap out;
+  for (const std::string& n : listing.names) out[n] = read_tensor(group.get(), n, file);
+  return out;
+}
+
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -113,18 +146,19 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-void check_writable(const std::string& path) {
-  fs::path p(path);
-  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+void check_writable_dir(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail(Code::io, "cannot write '", path, "': directory '", dir.string(), "' does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) {
-    fail(Code::io, "cannot write '", path, "': directory '", dir.string(), "' is not writable: ", std::strerror(errno));
-  }
+  if (!fs::is_directory(dir, ec)) fail(Code::io, "directory '", dir, "' does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) fail(Code::io, "directory '", dir, "' is not writable: ", std::strerror(errno));
 }
 
 void write_checkpoint(const std::string& path, const CheckpointContents& c) {
-  check_writable(path);
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  try {
+    check_writable_dir(dir.string());
+  } catch (const Error& e) {
+    fail(Code::io, "cannot write checkpoint '", path, "': ", e.what());
+  }
   Hdf5Silence silence;
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
@@ -132,20 +166,23 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
       Hdf5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
       if (file.get() < 0) fail(Code::io, "cannot create checkpoint file '", tmp, "'");
       write_int_attr(file.get(), "format_version", c.format_version, tmp);
-      write_int_attr(file.get(), "step", c.step, tmp);
       write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, tmp);
       write_string_attr(file.get(), "config", c.config_json, tmp);
-      Hdf5Id group(H5_CHECK(H5Gcreate2(file.get(), "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
+      write_string_attr(file.get(), "state", c.state.dump(), tmp);
+      write_string_attr(file.get(), "checksum", std::to_string(checksum(c)), tmp);
+      write_group(file.get(), "model", c.model, tmp);
+      if (c.has_optimizer()) {
+        Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
                    H5Gclose);
-      for (const auto& [name, tensor] : c.model) write_tensor(group.get(), name, tensor, tmp);
-      group.reset();
+        write_group(opt.get(), "exp_avg", c.exp_avg, tmp);
+        write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp);
+      }
       H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, tmp);
     }
     fsync_path(tmp, false);
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       fail(Code::io, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
     }
-    fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
     fsync_path(dir.string(), true);
   } catch (...) {
     std::remove(tmp.c_str());
@@ -155,7 +192,8 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
 
 CheckpointContents read_checkpoint(const std::string& path) {
   Hdf5Silence silence;
-  if (!fs::exists(path)) fail(Code::io, "checkpoint '", path, "' does not exist");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(Code::io, "checkpoint '", path, "' does not exist");
   Hdf5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.get() < 0) fail(Code::checkpoint, "checkpoint '", path, "' is not a readable HDF5 file (truncated or corrupt?)");
   CheckpointContents c;
@@ -164,19 +202,30 @@ CheckpointContents read_checkpoint(const std::string& path) {
     fail(Code::checkpoint, "checkpoint '", path, "' has format version ", c.format_version, "; this engine reads ",
          kCheckpointFormatVersion);
   }
-  c.step = read_int_attr(file.get(), "step", path);
+  c.engine_version = read_string_attr(file.get(), "engine_version", path);
   c.config_json = read_string_attr(file.get(), "config", path);
+  try {
+    c.state = nlohmann::json::parse(read_string_attr(file.get(), "state", path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state' attribute: ", e.what());
+  }
+  const std::string stored_checksum = read_string_attr(file.get(), "checksum", path);
   if (H5Lexists(file.get(), "model", H5P_DEFAULT) <= 0) fail(Code::checkpoint, "checkpoint '", path, "' has no /model group");
-  Hdf5Id group(H5_CHECK(H5Gopen2(file.get(), "model", H5P_DEFAULT), Code::checkpoint, path), H5Gclose);
-  GroupListing listing;
-  H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint,
-           path);
-  for (const std::string& name : listing.names) c.model[name] = read_tensor(group.get(), name, path);
+  c.model = read_group(file.get(), "model", path);
+  if (H5Lexists(file.get(), "optimizer", H5P_DEFAULT) > 0) {
+    Hdf5Id opt(H5_CHECK(H5Gopen2(file.get(), "optimizer", H5P_DEFAULT), Code::checkpoint, path), H5Gclose);
+    c.exp_avg = read_group(opt.get(), "exp_avg", path);
+    c.exp_avg_sq = read_group(opt.get(), "exp_avg_sq", path);
+  }
+  if (std::to_string(checksum(c)) != stored_checksum) {
+    fail(Code::checkpoint, "checkpoint '", path, "' fails its checksum (stored ", stored_checksum, ", computed ",
+         checksum(c), "): the tensor data is corrupt");
+  }
   return c;
 }
 
-std::map<std::string, CheckpointTensor> model_tensors(const ParamTable& table, const float* flat) {
-  std::map<std::string, CheckpointTensor> out;
+TensorMap tensors_of(const ParamTable& table, const float* flat) {
+  TensorMap out;
   for (const ParamEntry& e : table.entries) {
     CheckpointTensor& t = out[e.name];
     t.shape = e.shape;
@@ -185,18 +234,20 @@ std::map<std::string, CheckpointTensor> model_tensors(const ParamTable& table, c
   return out;
 }
 
-void load_model_tensors(const ParamTable& table, const std::map<std::string, CheckpointTensor>& tensors,
-                        const std::string& path, float* flat) {
+void load_tensors(const ParamTable& table, const TensorMap& tensors, const std::string& path, const std::string& what,
+                  float* flat) {
   for (const ParamEntry& e : table.entries) {
     auto it = tensors.find(e.name);
-    if (it == tensors.end()) fail(Code::checkpoint, "checkpoint '", path, "' is missing tensor '", e.name, "'");
+    if (it == tensors.end()) fail(Code::checkpoint, "checkpoint '", path, "' is missing ", what, " tensor '", e.name, "'");
     if (it->second.shape != e.shape) {
-      fail(Code::checkpoint, "checkpoint '", path, "' tensor '", e.name, "' has shape ", shape_string(it->second.shape),
-           " but the model expects ", shape_string(e.shape));
+      fail(Code::checkpoint, "checkpoint '", path, "' ", what, " tensor '", e.name, "' has shape ",
+           shape_string(it->second.shape), " but the model expects ", shape_string(e.shape));
     }
   }
   for (const auto& [name, tensor] : tensors) {
-    if (table.find(name) < 0) fail(Code::checkpoint, "checkpoint '", path, "' has tensor '", name, "' that the model does not have");
+    if (table.find(name) < 0) {
+      fail(Code::checkpoint, "checkpoint '", path, "' has ", what, " tensor '", name, "' that the model does not have");
+    }
   }
   for (const ParamEntry& e : table.entries) {
     const CheckpointTensor& t = tensors.at(e.name);

@@ -1,12 +1,16 @@
-// Checkpoint files: one HDF5 file, /model/<Hugging Face name> fp32 datasets plus attributes
-// (format version, engine version, step, config JSON). Writes go to a temporary name in the
-// same directory, are fsynced and renamed, so a checkpoint is either whole or absent.
+// Checkpoint files: one HDF5 file holding the whole training state — fp32 master weights under
+// /model/<Hugging Face name>, Adam moments under /optimizer/exp_avg|exp_avg_sq/<name>, and a
+// JSON "state" attribute (global step, phase, optimizer steps, dropout stream, loss scale, every
+// rank's data cursor), the config, format and engine versions, and a checksum of all tensor
+// bytes that reading verifies. Writes go to a temporary name in the same directory, are fsynced
+// and renamed (and the directory fsynced), so a checkpoint is either whole or absent.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model/param_table.h"
 
@@ -19,24 +23,31 @@ struct CheckpointTensor {
   std::vector<float> data;
 };
 
+using TensorMap = std::map<std::string, CheckpointTensor>;  // HF name -> tensor
+
 struct CheckpointContents {
   int format_version = kCheckpointFormatVersion;
-  int64_t step = 0;
+  std::string engine_version;
   std::string config_json;
-  std::map<std::string, CheckpointTensor> model;  // HF name -> tensor
+  nlohmann::json state = nlohmann::json::object();  // training position (see session.cpp)
+  TensorMap model;
+  TensorMap exp_avg, exp_avg_sq;  // empty in a weights-only file
+  bool has_optimizer() const { return !exp_avg.empty(); }
 };
 
-// Writes atomically (temporary file + fsync + rename + directory fsync). Throws Error(io).
+// Writes atomically. Throws Error(io) and removes the temporary file on any failure.
 void write_checkpoint(const std::string& path, const CheckpointContents& contents);
-// Reads the whole file. Throws Error(io) if unreadable, Error(checkpoint) if malformed.
+// Reads and verifies the whole file (format version, checksum). Throws Error(io) if the file is
+// missing or unreadable, Error(checkpoint) if it is malformed, truncated or corrupt.
 CheckpointContents read_checkpoint(const std::string& path);
-// Checks that `path` can be created (its directory exists and is writable). Throws Error(io).
-void check_writable(const std::string& path);
+// Checks that files can be created in `dir` (exists, is a directory, is writable). Error(io).
+void check_writable_dir(const std::string& dir);
 
-// Model tensors <-> checkpoint: host copies of the parameters in HF shapes, and the reverse
-// with every name and shape verified before anything is written to `flat` (all-or-nothing).
-std::map<std::string, CheckpointTensor> model_tensors(const ParamTable& table, const float* flat_host);
-void load_model_tensors(const ParamTable& table, const std::map<std::string, CheckpointTensor>& tensors,
-                        const std::string& path, float* flat_host);
+// Host copies of tensors of a flat buffer in HF shapes (word embeddings: vocab_size rows).
+TensorMap tensors_of(const ParamTable& table, const float* flat_host);
+// The reverse: every name and shape is verified before anything is written to `flat_host`
+// (all-or-nothing); `what` names the group in messages ("model", "optimizer exp_avg").
+void load_tensors(const ParamTable& table, const TensorMap& tensors, const std::string& path,
+                  const std::string& what, float* flat_host);
 
 }  // namespace bert

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace bert {
 
@@ -23,6 +24,9 @@ class Communicator {
   virtual void allreduce_host(float* data, int64_t n, ReduceOp op) = 0;
   // Copies rank 0's n floats (backend memory) to every rank.
   virtual void broadcast(float* data, int64_t n) = 0;
+  // Every rank's `text`, indexed by rank (checkpoints gather the data cursors with it).
+  // The single-rank default returns {text}; multi-rank communicators override it.
+  virtual std::vector<std::string> allgather_text(const std::string& text) { return {text}; }
 };
 
 // The single-rank communicator: every collective completes locally.

@@ -6,8 +6,10 @@
 #include <thread>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_dir.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/shard_source.h"
 #include "data/synthetic_source.h"
 
 namespace bert {
@@ -55,16 +57,30 @@ BatchView slice(const BatchView& b, int begin, int count) {
   return v;
 }
 
-std::unique_ptr<DataSource> make_train_source(const SessionConfig& c, uint64_t seed) {
+// The training (or evaluation) data of this rank.
+std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, int world, bool eval) {
   if (c.data.source == "synthetic") {
     SyntheticOptions o;
     o.vocab_size = c.model.vocab_size;
     o.seq_length = c.data.max_seq_length;
     o.max_predictions = c.data.max_predictions_per_seq;
-    o.seed = seed;
+    o.seed = eval ? c.train.seed ^ 0xE7A1ull : c.train.seed + 1000003ull * static_cast<uint64_t>(rank);
     return make_synthetic_source(o);
   }
-  fail(Code::unsupported, "config key 'data.source' = \"", c.data.source, "\" is not available in this build");
+  ShardSourceOptions o;
+  o.path = eval ? c.data.eval_dir : c.data.train_dir;
+  o.format = c.data.format;
+  o.max_seq_length = c.data.max_seq_length;
+  o.max_predictions_per_seq = c.data.max_predictions_per_seq;
+  o.vocab_size = c.model.vocab_size;
+  o.seed = c.train.seed;  // the same on every rank: ranks take disjoint files of one shuffle
+  o.rank = eval ? 0 : rank;
+  o.world = eval ? 1 : world;
+  o.shuffle = !eval;
+  o.skip_bad_shards = c.data.skip_bad_shards;
+  o.bucket_bins = eval ? 0 : c.data.bucket_bins;
+  o.batch_size = c.train.micro_batch;
+  return make_shard_source(o);
 }
 
 }  // namespace
@@ -80,13 +96,21 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   limits.max_predictions = config_.data.max_predictions_per_seq;
   model_ = std::make_unique<BertModel>(config_.model, limits, *ops_);
   model_->init_weights(config_.train.seed);
+  if (!config_.train.init_checkpoint.empty()) load_weights(config_.train.init_checkpoint);
+  if (!config_.checkpoint.dir.empty()) {
+    try {
+      check_writable_dir(config_.checkpoint.dir);
+    } catch (const Error& e) {
+      fail(Code::config, "config key 'checkpoint.dir': ", e.what());
+    }
+  }
   comm_->broadcast(model_->param_data(), model_->params().total_elems);
   optimizer_ = std::make_unique<Optimizer>(config_.train.optimizer, model_->params(), *ops_);
   schedule_.base_lr = config_.train.lr;
   schedule_.total_steps = config_.train.steps;
   schedule_.warmup_proportion = config_.train.warmup_proportion;
   schedule_.degree = config_.train.decay_degree;
-  train_data_ = make_train_source(config_, config_.train.seed + 1000003ull * static_cast<uint64_t>(comm_->rank()));
+  train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size(), false);
   log_message(log_info, "session: " + config_.model.to_json().dump() + " on " + ops_->name() + ", activation arena " +
                             std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + train_data_->describe());
 }
@@ -231,7 +255,9 @@ EvalStats Session::eval(const BatchView* batch) {
         run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin)));
       }
     } else {
-      std::unique_ptr<DataSource> source = make_train_source(config_, config_.train.seed ^ 0xE7A1ull);
+      BERT_CHECK(config_.data.source == "synthetic" || !config_.data.eval_dir.empty(), Code::invalid_argument,
+                 "bert_eval without a batch needs evaluation data: set data.eval_dir");
+      std::unique_ptr<DataSource> source = make_data_source(config_, 0, 1, true);
       HostBatch hb;
       for (int i = 0; i < config_.data.eval_batches; ++i) {
         source->next(hb, micro);
@@ -254,26 +280,124 @@ void Session::allreduce_host(float* data, int64_t n, ReduceOp op) {
   comm_->allreduce_host(data, n, op);
 }
 
-void Session::save_checkpoint(const std::string& path) {
-  BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
+std::string Session::save_checkpoint(const std::string& requested_path) {
+  std::string path = requested_path;
+  if (path.empty()) {
+    BERT_CHECK(!config_.checkpoint.dir.empty(), Code::invalid_argument,
+               "no checkpoint path given and checkpoint.dir is not configured");
+    path = checkpoint_path(config_.checkpoint.dir, global_step_);
+  }
   const ParamTable& table = model_->params();
-  std::vector<float> host(table.total_elems);
-  ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
+  const int64_t n = table.total_elems;
+  std::vector<float> host(n);
   CheckpointContents c;
-  c.step = global_step_;
   c.config_json = config_json_;
-  c.model = model_tensors(table, host.data());
-  if (comm_->rank() == 0) write_checkpoint(path, c);
+  ops_->download(host.data(), model_->param_data(), n * sizeof(float));
+  c.model = tensors_of(table, host.data());
+  ops_->download(host.data(), optimizer_->exp_avg(), n * sizeof(float));
+  c.exp_avg = tensors_of(table, host.data());
+  ops_->download(host.data(), optimizer_->exp_avg_sq(), n * sizeof(float));
+  c.exp_avg_sq = tensors_of(table, host.data());
+  c.state = {{"global_step", global_step_},
+             {"phase", config_.train.phase},
+             {"optimizer_steps", optimizer_->steps_taken()},
+             {"micro_step", micro_step_},
+             {"seed", config_.train.seed},
+             {"loss_scale", 1.0},
+             {"world_size", comm_->world_size()},
+             {"data_cursors", comm_->allgather_text(train_data_->cursor().dump())}};
+  if (comm_->rank() == 0) {
+    write_checkpoint(path, c);
+    if (requested_path.empty()) {
+      for (const std::string& old : apply_retention(config_.checkpoint.dir, config_.checkpoint.keep,
+                                                    config_.checkpoint.keep_every)) {
+        log_message(log_info, "retention: removed " + old);
+      }
+    }
+  }
+  return path;
 }
 
 void Session::load_checkpoint(const std::string& path) {
   BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
   CheckpointContents c = read_checkpoint(path);
+  BERT_CHECK(c.has_optimizer(), Code::checkpoint, "checkpoint '", path,
+             "' holds weights only (no optimizer state): load it with bert_checkpoint_load_weights");
+  const nlohmann::json& st = c.state;
+  int64_t step = 0, optimizer_steps = 0;
+  uint64_t micro_step = 0, seed = 0;
+  std::string cursor;
+  try {
+    step = st.at("global_step").get<int64_t>();
+    optimizer_steps = st.at("optimizer_steps").get<int64_t>();
+    micro_step = st.at("micro_step").get<uint64_t>();
+    seed = st.at("seed").get<uint64_t>();
+    const int phase = st.at("phase").get<int>();
+    if (phase != config_.train.phase) {
+      fail(Code::checkpoint, "checkpoint '", path, "' is from phase ", phase, " but train.phase = ", config_.train.phase,
+           ": start a new phase with train.init_checkpoint instead of resuming");
+    }
+    const auto& cursors = st.at("data_cursors");
+    if (static_cast<int>(cursors.size()) != comm_->world_size()) {
+      fail(Code::checkpoint, "checkpoint '", path, "' was written by ", cursors.size(), " ranks, this run has ",
+           comm_->world_size());
+    }
+    cursor = cursors.at(comm_->rank()).get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(Code::checkpoint, "checkpoint '", path, "' has an incomplete training state: ", e.what());
+  }
+
+  // Everything is verified in host memory before the session changes (all-or-nothing).
+  const ParamTable& table = model_->params();
+  const int64_t n = table.total_elems;
+  std::vector<float> weights(n), m(n), v(n);
+  ops_->download(weights.data(), model_->param_data(), n * sizeof(float));
+  load_tensors(table, c.model, path, "model", weights.data());
+  load_tensors(table, c.exp_avg, path, "optimizer exp_avg", m.data());
+  load_tensors(table, c.exp_avg_sq, path, "optimizer exp_avg_sq", v.data());
+  // The resumed run continues the checkpoint's random streams (dropout, synthetic data).
+  SessionConfig resumed = config_;
+  resumed.train.seed = seed;
+  std::unique_ptr<DataSource> data = make_data_source(resumed, comm_->rank(), comm_->world_size(), false);
+  data->restore(nlohmann::json::parse(cursor));
+
+  ops_->upload(model_->param_data(), weights.data(), n * sizeof(float));
+  ops_->upload(optimizer_->exp_avg(), m.data(), n * sizeof(float));
+  ops_->upload(optimizer_->exp_avg_sq(), v.data(), n * sizeof(float));
+  optimizer_->set_steps_taken(optimizer_steps);
+  global_step_ = step;
+  micro_step_ = micro_step;
+  train_data_ = std::move(data);
+  config_ = resumed;
+  config_json_ = config_.to_json().dump();
+  discard_accumulation();
+}
+
+void Session::load_weights(const std::string& path) {
+  BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
+  CheckpointContents c = read_checkpoint(path);
   const ParamTable& table = model_->params();
   std::vector<float> host(table.total_elems);
   ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
-  load_model_tensors(table, c.model, path, host.data());
+  load_tensors(table, c.model, path, "model", host.data());
   ops_->upload(model_->param_data(), host.data(), host.size() * sizeof(float));
+}
+
+int64_t Session::resume_latest(const std::string& requested_dir) {
+  const std::string dir = requested_dir.empty() ? config_.checkpoint.dir : requested_dir;
+  BERT_CHECK(!dir.empty(), Code::invalid_argument, "no directory given and checkpoint.dir is not configured");
+  auto all = list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      load_checkpoint(it->second);
+      log_message(log_info, "resumed from " + it->second);
+      return global_step_;
+    } catch (const Error& e) {
+      if (e.code() != Code::checkpoint && e.code() != Code::io) throw;
+      log_message(log_warning, std::string("skipping checkpoint that fails verification: ") + e.what());
+    }
+  }
+  return -1;
 }
 
 const ParamEntry& Session::entry(const std::string& name, size_t count) const {

@@ -52,8 +52,16 @@ class Session {
   EvalStats eval(const BatchView* batch);
   void allreduce_host(float* data, int64_t n, ReduceOp op);
 
-  void save_checkpoint(const std::string& path);
+  // Full training state. An empty path writes <checkpoint.dir>/ckpt_<step>.h5 and applies
+  // retention. Returns the path written. Rank 0 writes; every rank contributes its cursor.
+  std::string save_checkpoint(const std::string& path);
+  // Resumes the full training state (weights, moments, step, dropout stream, data cursor).
   void load_checkpoint(const std::string& path);
+  // Weights only (phase 2, fine-tuning, continued pretraining); optimizer and step unchanged.
+  void load_weights(const std::string& path);
+  // Loads the newest checkpoint in dir (default checkpoint.dir) that passes verification,
+  // skipping corrupt ones with a warning. Returns its step, or -1 if there is none.
+  int64_t resume_latest(const std::string& dir);
 
   // Parameter interop in Hugging Face shapes; throws Error(invalid_argument) on a bad name/count.
   void read_param(const std::string& name, float* dst, size_t count, bool gradient);

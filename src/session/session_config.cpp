@@ -35,6 +35,8 @@ void parse_train(JsonReader r, TrainConfig& t) {
   t.precision = r.get_choice("precision", t.precision, {"fp32", "tf32", "bf16", "fp16"});
   t.log_every = static_cast<int>(r.get_int("log_every", t.log_every, 1, kIntMax));
   t.dropout = r.get_bool("dropout", t.dropout);
+  t.phase = static_cast<int>(r.get_int("phase", t.phase, 1, 2));
+  t.init_checkpoint = r.get_string("init_checkpoint", t.init_checkpoint);
   r.finish();
 }
 
@@ -59,6 +61,8 @@ void parse_data(JsonReader r, DataConfig& d) {
 void parse_checkpoint(JsonReader r, CheckpointConfig& c) {
   c.dir = r.get_string("dir", c.dir);
   c.every = r.get_int("every", c.every, 0, std::numeric_limits<int64_t>::max());
+  c.keep = static_cast<int>(r.get_int("keep", c.keep, 1, kIntMax));
+  c.keep_every = r.get_int("keep_every", c.keep_every, 0, std::numeric_limits<int64_t>::max());
   r.finish();
 }
 
@@ -123,7 +127,9 @@ nlohmann::json SessionConfig::to_json() const {
         {"nvlamb", o.nvlamb},
         {"precision", train.precision},
         {"log_every", train.log_every},
-        {"dropout", train.dropout}}},
+        {"dropout", train.dropout},
+        {"phase", train.phase},
+        {"init_checkpoint", train.init_checkpoint}}},
       {"data",
        {{"source", data.source},
         {"train_dir", data.train_dir},
@@ -135,7 +141,11 @@ nlohmann::json SessionConfig::to_json() const {
         {"skip_bad_shards", data.skip_bad_shards},
         {"unpad", data.unpad},
         {"bucket_bins", data.bucket_bins}}},
-      {"checkpoint", {{"dir", checkpoint.dir}, {"every", checkpoint.every}}},
+      {"checkpoint",
+       {{"dir", checkpoint.dir},
+        {"every", checkpoint.every},
+        {"keep", checkpoint.keep},
+        {"keep_every", checkpoint.keep_every}}},
       {"device", device},
   };
 }

@@ -26,6 +26,8 @@ struct TrainConfig {
   std::string precision = "fp32";
   int log_every = 10;
   bool dropout = true;  // false: train without dropout (tests, debugging)
+  int phase = 1;                 // 1 or 2 (DLE's two-phase recipe), recorded in checkpoints
+  std::string init_checkpoint;   // weights to start from (phase 2, continued pretraining)
 };
 
 struct DataConfig {
@@ -42,6 +44,8 @@ struct DataConfig {
 struct CheckpointConfig {
   std::string dir;       // where bert-train writes checkpoints ("" = none)
   int64_t every = 0;     // steps between checkpoints (0 = only at the end)
+  int keep = 3;          // newest checkpoints kept in dir
+  int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
 };
 
 struct SessionConfig {

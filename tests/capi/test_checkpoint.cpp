@@ -1,0 +1,264 @@
+// Checkpoints through the C ABI: exact resume (bit-identical losses) with host batches and with
+// the session's own data, weights-only loading, retention, resuming the newest valid checkpoint,
+// corruption refused without changing the session, phase rules.
+#include <bert.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_batch.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string config(const std::string& extra_train = "", const std::string& checkpoint = "") {
+  return R"({"model": {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "intermediate_size": 64, "max_position_embeddings": 64},
+            "train": {"micro_batch": 4, "accumulation_steps": 2, "steps": 12, "lr": 0.02, "threads": 1,
+                      "warmup_proportion": 0.25)" +
+         extra_train + R"(},
+            "data": {"max_seq_length": 32, "max_predictions_per_seq": 5})" +
+         (checkpoint.empty() ? "" : ", \"checkpoint\": " + checkpoint) + "}";
+}
+
+bert_session* create(const std::string& c) {
+  bert_session* s = nullptr;
+  EXPECT_EQ(bert_session_create(c.c_str(), nullptr, &s), BERT_OK) << bert_last_error();
+  return s;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("bert_ckpt_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Losses of steps [from, to) using the session's own data (batch == nullptr) or host batches.
+std::vector<float> train(bert_session* s, int from, int to, bool host_batches) {
+  std::vector<float> losses;
+  for (int i = from; i < to; ++i) {
+    bert_step_result r;
+    bert_step_result_init(&r);
+    TestBatch t(8, 24, 4, 100, 1000 + i);
+    bert_batch b = t.view();
+    EXPECT_EQ(bert_step(s, host_batches ? &b : nullptr, &r), BERT_OK) << bert_last_error();
+    losses.push_back(r.loss);
+  }
+  return losses;
+}
+
+void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "step " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+class ExactResume : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ExactResume, LossesAfterResumeAreBitIdentical) {
+  const bool host = GetParam();
+  const int N = 5;
+  bert_session* straight = create(config());
+  std::vector<float> reference = train(straight, 0, 2 * N, host);
+  bert_session_destroy(straight);
+
+  const fs::path dir = temp_dir(host ? "host" : "own");
+  const std::string path = (dir / "mid.h5").string();
+  bert_session* first = create(config());
+  train(first, 0, N, host);
+  ASSERT_EQ(bert_checkpoint(first, path.c_str()), BERT_OK) << bert_last_error();
+  bert_session_destroy(first);
+
+  bert_session* second = create(config(", \"seed\": 999"));  // different init: everything must come from the file
+  ASSERT_EQ(bert_checkpoint_load(second, path.c_str()), BERT_OK) << bert_last_error();
+  std::vector<float> resumed = train(second, N, 2 * N, host);
+  bert_session_destroy(second);
+  expect_bitwise(std::vector<float>(reference.begin() + N, reference.end()), resumed);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(HostBatchesAndOwnData, ExactResume, ::testing::Values(true, false));
+
+TEST(Checkpoint, WeightsOnlyKeepsOptimizerAndStep) {
+  const fs::path dir = temp_dir("weights");
+  const std::string path = (dir / "w.h5").string();
+  bert_session* a = create(config());
+  train(a, 0, 3, false);
+  ASSERT_EQ(bert_checkpoint(a, path.c_str()), BERT_OK);
+  bert_session* b = create(config(", \"seed\": 5"));
+  ASSERT_EQ(bert_checkpoint_load_weights(b, path.c_str()), BERT_OK) << bert_last_error();
+  std::vector<float> wa(64 * 32), wb(64 * 32);
+  bert_param_read(a, "bert.encoder.layer.1.intermediate.dense.weight", wa.data(), wa.size());
+  bert_param_read(b, "bert.encoder.layer.1.intermediate.dense.weight", wb.data(), wb.size());
+  EXPECT_EQ(wa, wb);
+  bert_step_result r;
+  bert_step_result_init(&r);
+  ASSERT_EQ(bert_step(b, nullptr, &r), BERT_OK);
+  EXPECT_EQ(r.step, 1) << "weights-only load must not move the step";
+  bert_session_destroy(a);
+  bert_session_destroy(b);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, InitCheckpointStartsPhaseTwoFromPhaseOne) {
+  const fs::path dir = temp_dir("phase");
+  const std::string p1 = (dir / "phase1.h5").string();
+  bert_session* a = create(config());
+  train(a, 0, 4, false);
+  ASSERT_EQ(bert_checkpoint(a, p1.c_str()), BERT_OK);
+  // Resuming a phase-1 checkpoint in a phase-2 run is refused with a hint.
+  bert_session* wrong = create(config(", \"phase\": 2"));
+  EXPECT_EQ(bert_checkpoint_load(wrong, p1.c_str()), BERT_ERR_CHECKPOINT);
+  EXPECT_NE(std::string(bert_last_error()).find("init_checkpoint"), std::string::npos) << bert_last_error();
+  bert_session_destroy(wrong);
+  // Phase 2 starts from the phase-1 weights with a fresh step, schedule and data cursor.
+  bert_session* b = create(config(", \"phase\": 2, \"init_checkpoint\": \"" + p1 + "\""));
+  std::vector<float> wa(100 * 32), wb(100 * 32);
+  bert_param_read(a, "bert.embeddings.word_embeddings.weight", wa.data(), wa.size());
+  bert_param_read(b, "bert.embeddings.word_embeddings.weight", wb.data(), wb.size());
+  EXPECT_EQ(wa, wb);
+  bert_step_result r;
+  bert_step_result_init(&r);
+  ASSERT_EQ(bert_step(b, nullptr, &r), BERT_OK);
+  EXPECT_EQ(r.step, 1);
+  EXPECT_NEAR(r.learning_rate, 0.02 * (1.0 / 12) / 0.25, 1e-7) << "phase 2 restarts the warmup";
+  const std::string p2 = (dir / "phase2.h5").string();
+  ASSERT_EQ(bert_checkpoint(b, p2.c_str()), BERT_OK);
+  bert_session* c = create(config(", \"phase\": 2"));
+  EXPECT_EQ(bert_checkpoint_load(c, p2.c_str()), BERT_OK) << bert_last_error();
+  bert_session_destroy(a);
+  bert_session_destroy(b);
+  bert_session_destroy(c);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, ManagedDirectoryRetentionAndResume) {
+  const fs::path dir = temp_dir("managed");
+  const std::string ckpt = "{\"dir\": \"" + dir.string() + "\", \"keep\": 2, \"keep_every\": 4}";
+  bert_session* s = create(config("", ckpt));
+  for (int i = 0; i < 6; ++i) {
+    train(s, i, i + 1, false);
+    ASSERT_EQ(bert_checkpoint(s, nullptr), BERT_OK) << bert_last_error();
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt_4.h5", "ckpt_5.h5", "ckpt_6.h5"}));
+
+  // Corrupt the newest: resume skips it (with a warning) and takes ckpt_5.
+  {
+    std::fstream f(dir / "ckpt_6.h5", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(dir / "ckpt_6.h5") / 2));
+    f.write("garbage!garbage!", 16);
+  }
+  bert_session* r = create(config("", ckpt));
+  int64_t step = 0;
+  ASSERT_EQ(bert_checkpoint_resume(r, nullptr, &step), BERT_OK) << bert_last_error();
+  EXPECT_EQ(step, 5);
+  bert_session_destroy(r);
+  bert_session* empty = create(config());
+  const fs::path none = temp_dir("none");
+  ASSERT_EQ(bert_checkpoint_resume(empty, none.c_str(), &step), BERT_OK);
+  EXPECT_EQ(step, -1);
+  bert_session_destroy(empty);
+  bert_session_destroy(s);
+  fs::remove_all(dir);
+  fs::remove_all(none);
+}
+
+TEST(Checkpoint, UnwritableDirIsReportedAtCreation) {
+  bert_session* s = reinterpret_cast<bert_session*>(0x1);
+  std::string c = config("", "{\"dir\": \"/nonexistent/checkpoints\"}");
+  EXPECT_EQ(bert_session_create(c.c_str(), nullptr, &s), BERT_ERR_CONFIG);
+  EXPECT_NE(std::string(bert_last_error()).find("checkpoint.dir"), std::string::npos) << bert_last_error();
+}
+
+// Each corruption is refused with a message naming the problem; the session is unchanged.
+class Corruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = temp_dir("corrupt");
+    good = (dir / "good.h5").string();
+    s = create(config());
+    train(s, 0, 2, false);
+    ASSERT_EQ(bert_checkpoint(s, good.c_str()), BERT_OK);
+    other = create(config(", \"seed\": 77"));
+    before.resize(32 * 32);
+    bert_param_read(other, "bert.pooler.dense.weight", before.data(), before.size());
+  }
+  void TearDown() override {
+    std::vector<float> after(before.size());
+    bert_param_read(other, "bert.pooler.dense.weight", after.data(), after.size());
+    EXPECT_EQ(before, after) << "a refused checkpoint changed the session";
+    bert_session_destroy(s);
+    bert_session_destroy(other);
+    fs::remove_all(dir);
+  }
+  std::string refuse(const std::string& path) {
+    EXPECT_NE(bert_checkpoint_load(other, path.c_str()), BERT_OK);
+    return bert_last_error();
+  }
+  fs::path dir;
+  std::string good;
+  bert_session *s = nullptr, *other = nullptr;
+  std::vector<float> before;
+};
+
+TEST_F(Corruption, FlippedBytesFailTheChecksum) {
+  // Flip bytes inside a tensor's data: find the pooler weight's raw bytes in the file.
+  std::vector<float> w(32 * 32);
+  bert_param_read(s, "bert.pooler.dense.weight", w.data(), w.size());
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  size_t at = bytes.find(std::string(reinterpret_cast<const char*>(w.data()), 64));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 3] ^= 0x40;
+  const std::string path = (dir / "flipped.h5").string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::string m = refuse(path);
+  EXPECT_NE(m.find("checksum"), std::string::npos) << m;
+}
+
+TEST_F(Corruption, TruncatedFile) {
+  const std::string path = (dir / "truncated.h5").string();
+  fs::copy_file(good, path);
+  fs::resize_file(path, fs::file_size(path) / 3);
+  std::string m = refuse(path);
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+}
+
+TEST_F(Corruption, MissingTensor) {
+  const std::string path = (dir / "missing.h5").string();
+  fs::copy_file(good, path);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(H5Ldelete(f, "/optimizer/exp_avg/bert.pooler.dense.bias", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  std::string m = refuse(path);
+  EXPECT_NE(m.find("checksum"), std::string::npos) << m;  // the checksum covers the tensor set
+}
+
+TEST_F(Corruption, DifferentModelSize) {
+  const std::string path = (dir / "bigger.h5").string();
+  bert_session* big = create(R"({"model": {"vocab_size": 100, "hidden_size": 48, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64},
+      "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}})");
+  ASSERT_EQ(bert_checkpoint(big, path.c_str()), BERT_OK);
+  bert_session_destroy(big);
+  std::string m = refuse(path);
+  EXPECT_NE(m.find("[100, 48]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[100, 32]"), std::string::npos) << m;
+}
+
+}  // namespace
