@@ -43,9 +43,9 @@ OptimizerResult Optimizer::step(float* params, const float* grads, double lr, do
   args.beta1 = static_cast<float>(config_.beta1);
   args.beta2 = static_cast<float>(config_.beta2);
   args.eps = static_cast<float>(config_.eps);
-  if (config_.bias_correction) {
-    args.bias_correction1 = static_cast<float>(1.0 - std::pow(config_.beta1, static_cast<double>(t)));
-    args.bias_correction2 = static_cast<float>(1.0 - std::pow(config_.beta2, static_cast<double>(t)));
+  if (config_.bias_correction) {  // from the same fp32 betas the moment update uses (as apex does)
+    args.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta1), static_cast<double>(t)));
+    args.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), static_cast<double>(t)));
   }
   args.grad_scale = static_cast<float>(grad_scale / clip);
   ops_.adam_direction(update_, m_, v_, grads, params, segs_, args);

@@ -1,7 +1,12 @@
 // bert-train: pretrains BERT from a JSON config through the C ABI, with a progress line
 // (step/total, loss, lr, sequences/s, ETA), periodic and final checkpoints, and a non-zero exit
-// with the engine's message on any error.
+// with the engine's message on any error. SIGTERM/SIGINT make it checkpoint at the next step
+// boundary and exit (schedulers send SIGTERM before killing a job); --resume continues from
+// the newest valid checkpoint in checkpoint.dir.
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <chrono>
 #include <cstdio>
@@ -15,10 +20,16 @@
 
 namespace {
 
+volatile sig_atomic_t stop_signal = 0;
+
+void on_stop_signal(int sig) { stop_signal = sig; }
+
 void usage() {
   std::fprintf(stderr,
-               "usage: bert-train CONFIG.json [--steps N] [--output FILE.h5] [--quiet]\n"
-               "  Trains for train.steps (or N) optimizer steps and writes the weights to FILE.h5\n"
+               "usage: bert-train CONFIG.json [--steps N] [--output FILE.h5] [--resume] [--quiet]\n"
+               "  Trains for train.steps (or N) optimizer steps. With checkpoint.dir set, writes\n"
+               "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
+               "  continues from the newest valid one. The final checkpoint goes to FILE.h5\n"
                "  (default: <checkpoint.dir>/final.h5, or bert_final.h5 when no dir is configured).\n");
 }
 
@@ -32,13 +43,15 @@ int main(int argc, char** argv) {
   using bert_tools::failed;
   std::string config_path, output;
   long long steps_override = -1;
-  bool quiet = false;
+  bool quiet = false, resume = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
       steps_override = std::atoll(argv[++i]);
     } else if (a == "--output" && i + 1 < argc) {
       output = argv[++i];
+    } else if (a == "--resume") {
+      resume = true;
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "-h" || a == "--help") {
@@ -76,13 +89,36 @@ int main(int argc, char** argv) {
   const int log_every = resolved["train"]["log_every"].get<int>();
   if (output.empty()) output = dir.empty() ? "bert_final.h5" : dir + "/final.h5";
   const bool tty = isatty(fileno(stdout));
+  long long first_step = 1;
+  if (resume) {
+    if (dir.empty()) {
+      std::fprintf(stderr, "error: --resume needs checkpoint.dir in the config\n");
+      bert_session_destroy(session);
+      return 2;
+    }
+    int64_t resumed = -1;
+    if (failed(bert_checkpoint_resume(session, nullptr, &resumed), "resume")) {
+      bert_session_destroy(session);
+      return 1;
+    }
+    if (resumed >= 0) {
+      std::printf("resumed from step %lld\n", static_cast<long long>(resumed));
+      first_step = resumed + 1;
+    } else {
+      std::printf("no valid checkpoint in %s: starting from step 0\n", dir.c_str());
+    }
+  }
+  struct sigaction action = {};
+  action.sa_handler = on_stop_signal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
 
   bert_step_result r;
   bert_step_result_init(&r);
   const auto t0 = std::chrono::steady_clock::now();
   double loss_sum = 0, mlm_sum = 0, nsp_sum = 0;  // averaged over the log window
   int loss_count = 0;
-  for (long long step = 1; step <= total; ++step) {
+  for (long long step = first_step; step <= total; ++step) {
     if (failed(bert_step(session, nullptr, &r), "bert_step")) {
       bert_session_destroy(session);
       return 1;
@@ -93,7 +129,7 @@ int main(int argc, char** argv) {
     ++loss_count;
     if (!quiet && (step % log_every == 0 || step == total || tty)) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = elapsed / step * (total - step);
+      const double eta = elapsed / (step - first_step + 1) * (total - step);
       std::printf("%sstep %lld/%lld  loss %.4f (mlm %.4f nsp %.4f)  lr %.3e  %.1f seq/s  ETA %s%s",
                   tty ? "\r" : "", step, total, loss_sum / loss_count, mlm_sum / loss_count, nsp_sum / loss_count, r.learning_rate,
                   r.sequences_per_second, bert_tools::format_duration(eta).c_str(),
@@ -104,12 +140,19 @@ int main(int argc, char** argv) {
         loss_count = 0;
       }
     }
-    if (!dir.empty() && every > 0 && step % every == 0 && step != total) {
-      const std::string path = dir + "/ckpt_" + std::to_string(step) + ".h5";
-      if (failed(bert_checkpoint(session, path.c_str()), path.c_str())) {
+    const bool stopping = stop_signal != 0;
+    if (!dir.empty() && ((every > 0 && step % every == 0 && step != total) || stopping)) {
+      if (failed(bert_checkpoint(session, nullptr), "checkpoint")) {
+        if (!stopping) continue;  // a failed save keeps earlier checkpoints; training goes on
         bert_session_destroy(session);
         return 1;
       }
+    }
+    if (stopping) {
+      std::printf("\nstopped by signal %d at step %lld%s\n", static_cast<int>(stop_signal), step,
+                  dir.empty() ? " (no checkpoint.dir: state not saved)" : "; checkpoint written");
+      bert_session_destroy(session);
+      return 128 + stop_signal;
     }
   }
   if (failed(bert_checkpoint(session, output.c_str()), output.c_str())) {
@@ -117,7 +160,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("done: %lld steps in %s, weights written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
+  std::printf("done: %lld steps in %s, checkpoint written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
               output.c_str());
   bert_session_destroy(session);
   return 0;

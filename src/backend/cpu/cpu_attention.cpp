@@ -1,0 +1,163 @@
+// Multi-head self-attention on the CPU, one (sequence, head) pair per task, with small Eigen
+// GEMMs inside each task (Eigen runs them single-threaded inside the parallel region, so every
+// task computes the same bits whichever thread runs it). Probabilities are saved pre-dropout;
+// the dropout element index is the probability's index in the saved probs array.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/cpu_dropout.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace bert {
+
+void check_attention_args(const AttentionLayout& layout, int heads, int head_dim) {
+  BERT_CHECK(heads > 0 && head_dim > 0, Code::invalid_argument, "attention: bad heads=", heads,
+             " head_dim=", head_dim);
+  BERT_CHECK(layout.num_seqs() >= 1 && layout.seq_start[0] == 0, Code::invalid_argument,
+             "attention: layout needs seq_start = {0, ...} with at least one sequence");
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    BERT_CHECK(layout.seq_start[b + 1] >= layout.seq_start[b], Code::invalid_argument,
+               "attention: seq_start[", b + 1, "] = ", layout.seq_start[b + 1],
+               " is below seq_start[", b, "] = ", layout.seq_start[b]);
+  }
+}
+
+float* CpuOps::attention_scratch(size_t floats_per_thread) {
+  const size_t needed = floats_per_thread * static_cast<size_t>(threads_);
+  if (attention_scratch_.size() < needed) attention_scratch_.resize(needed);
+  return attention_scratch_.data();
+}
+
+void CpuOps::compute_probs_offsets(const AttentionLayout& layout, int heads) {
+  const int seqs = layout.num_seqs();
+  seq_probs_offset_.resize(static_cast<size_t>(seqs) + 1);
+  int64_t total = 0;
+  for (int b = 0; b < seqs; ++b) {
+    seq_probs_offset_[b] = total;
+    const int64_t len = layout.seq_start[b + 1] - layout.seq_start[b];
+    total += static_cast<int64_t>(heads) * len * len;
+  }
+  seq_probs_offset_[seqs] = total;
+}
+
+void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                           const AttentionLayout& layout, int heads, int head_dim,
+                           const DropoutSite& site) {
+  check_attention_args(layout, heads, head_dim);
+  check_dropout_site(site, "attention_fwd");
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
+  const int64_t max_len = layout.max_len();
+  const bool dropout = site.p > 0.0f;
+  const float keep_scale = dropout_keep_scale(site);
+  const float score_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  compute_probs_offsets(layout, heads);
+  float* scratch = dropout ? attention_scratch(static_cast<size_t>(max_len * max_len)) : nullptr;
+  const int64_t tasks = static_cast<int64_t>(layout.num_seqs()) * heads;
+#pragma omp parallel for schedule(dynamic) num_threads(threads_)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int b = static_cast<int>(task / heads), h = static_cast<int>(task % heads);
+    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* base = qkv + s0 * ld_qkv + static_cast<int64_t>(h) * head_dim;
+    ConstStridedMap q(base, L, head_dim, Eigen::OuterStride<>(ld_qkv));          // [L, D]
+    ConstStridedMap k(base + H, L, head_dim, Eigen::OuterStride<>(ld_qkv));      // [L, D]
+    ConstStridedMap v(base + 2 * H, L, head_dim, Eigen::OuterStride<>(ld_qkv));  // [L, D]
+    const int64_t p_off = seq_probs_offset_[b] + h * L * L;
+    float* P = probs + p_off;  // [L, L]
+    MatrixMap p(P, L, L);
+    p.noalias() = q * k.transpose();
+    const float* kb = key_bias + s0;  // [L]
+    for (int64_t r = 0; r < L; ++r) {
+      float* row = P + r * L;
+      float row_max = -INFINITY;
+      for (int64_t c = 0; c < L; ++c) {
+        row[c] = row[c] * score_scale + kb[c];
+        row_max = std::max(row_max, row[c]);
+      }
+      double sum = 0.0;
+      for (int64_t c = 0; c < L; ++c) {
+        row[c] = std::exp(row[c] - row_max);
+        sum += row[c];
+      }
+      const double inv = 1.0 / sum;
+      for (int64_t c = 0; c < L; ++c) row[c] = static_cast<float>(row[c] * inv);
+    }
+    StridedMap out(ctx + s0 * H + static_cast<int64_t>(h) * head_dim, L, head_dim,
+                   Eigen::OuterStride<>(H));  // [L, D]
+    if (!dropout) {
+      out.noalias() = p * v;
+      continue;
+    }
+    float* dropped = scratch + static_cast<size_t>(omp_get_thread_num()) * max_len * max_len;
+    for_each_dropout_uniform(site, p_off, p_off + L * L, [&](int64_t i, float u) {
+      dropped[i - p_off] = u >= site.p ? P[i - p_off] * keep_scale : 0.0f;
+    });
+    out.noalias() = MatrixMap(dropped, L, L) * v;
+  }
+}
+
+void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                           const AttentionLayout& layout, int heads, int head_dim,
+                           const DropoutSite& site) {
+  check_attention_args(layout, heads, head_dim);
+  check_dropout_site(site, "attention_bwd");
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
+  const int64_t max_len = layout.max_len();
+  const bool dropout = site.p > 0.0f;
+  const float keep_scale = dropout_keep_scale(site);
+  const float score_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  compute_probs_offsets(layout, heads);
+  const size_t per_thread = static_cast<size_t>(max_len * max_len) * (dropout ? 2 : 1);
+  float* scratch = attention_scratch(per_thread);
+  const int64_t tasks = static_cast<int64_t>(layout.num_seqs()) * heads;
+#pragma omp parallel for schedule(dynamic) num_threads(threads_)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int b = static_cast<int>(task / heads), h = static_cast<int>(task % heads);
+    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const int64_t col = static_cast<int64_t>(h) * head_dim;
+    const float* base = qkv + s0 * ld_qkv + col;
+    ConstStridedMap q(base, L, head_dim, Eigen::OuterStride<>(ld_qkv));          // [L, D]
+    ConstStridedMap k(base + H, L, head_dim, Eigen::OuterStride<>(ld_qkv));      // [L, D]
+    ConstStridedMap v(base + 2 * H, L, head_dim, Eigen::OuterStride<>(ld_qkv));  // [L, D]
+    float* dbase = dqkv + s0 * ld_qkv + col;
+    StridedMap dq(dbase, L, head_dim, Eigen::OuterStride<>(ld_qkv));
+    StridedMap dk(dbase + H, L, head_dim, Eigen::OuterStride<>(ld_qkv));
+    StridedMap dv(dbase + 2 * H, L, head_dim, Eigen::OuterStride<>(ld_qkv));
+    ConstStridedMap dout(dctx + s0 * H + col, L, head_dim, Eigen::OuterStride<>(H));  // [L, D]
+    const int64_t p_off = seq_probs_offset_[b] + h * L * L;
+    const float* P = probs + p_off;  // [L, L]
+    ConstMatrixMap p(P, L, L);
+    float* dP = scratch + static_cast<size_t>(omp_get_thread_num()) * per_thread;  // [L, L]
+    MatrixMap dp(dP, L, L);
+    // Gradient w.r.t. the probabilities after dropout, then through the dropout mask.
+    dp.noalias() = dout * v.transpose();
+    if (dropout) {
+      float* dropped = dP + max_len * max_len;  // [L, L] = dropout(P)
+      for_each_dropout_uniform(site, p_off, p_off + L * L, [&](int64_t i, float u) {
+        const bool keep = u >= site.p;
+        dropped[i - p_off] = keep ? P[i - p_off] * keep_scale : 0.0f;
+        dP[i - p_off] = keep ? dP[i - p_off] * keep_scale : 0.0f;
+      });
+      dv.noalias() = MatrixMap(dropped, L, L).transpose() * dout;
+    } else {
+      dv.noalias() = p.transpose() * dout;
+    }
+    // Softmax backward: dS = P ⊙ (dP - Σ_k dP ⊙ P), then the 1/sqrt(D) score scale.
+    for (int64_t r = 0; r < L; ++r) {
+      const float* prow = P + r * L;
+      float* grow = dP + r * L;
+      double dot = 0.0;
+      for (int64_t c = 0; c < L; ++c) dot += static_cast<double>(grow[c]) * prow[c];
+      const float rowdot = static_cast<float>(dot);
+      for (int64_t c = 0; c < L; ++c) grow[c] = prow[c] * (grow[c] - rowdot) * score_scale;
+    }
+    dq.noalias() = dp * k;
+    dk.noalias() = dp.transpose() * q;
+  }
+}
+
+}  // namespace bert

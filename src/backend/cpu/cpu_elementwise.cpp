@@ -1,0 +1,66 @@
+// Elementwise CPU ops: dropout (+ residual) forward, dropout backward, and scaling. Work is split
+// into fixed chunks whose size is a multiple of 4, so each Philox block is drawn by one thread.
+#include <algorithm>
+
+#include "backend/cpu/cpu_dropout.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace bert {
+namespace {
+
+constexpr int64_t kChunk = 16384;
+
+int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+}  // namespace
+
+void CpuOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
+                                  const DropoutSite& site) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_residual_fwd: bad element count ", n);
+  check_dropout_site(site, "dropout_residual_fwd");
+  const float keep_scale = dropout_keep_scale(site);
+  const int64_t chunks = chunks_of(n);
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    if (site.p == 0.0f) {
+      for (int64_t i = begin; i < end; ++i) out[i] = residual ? in[i] + residual[i] : in[i];
+      continue;
+    }
+    for_each_dropout_uniform(site, begin, end, [&](int64_t i, float u) {
+      const float dropped = u >= site.p ? in[i] * keep_scale : 0.0f;
+      out[i] = residual ? dropped + residual[i] : dropped;
+    });
+  }
+}
+
+void CpuOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_bwd: bad element count ", n);
+  check_dropout_site(site, "dropout_bwd");
+  if (site.p == 0.0f) {
+    if (din != dout) copy(din, dout, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const float keep_scale = dropout_keep_scale(site);
+  const int64_t chunks = chunks_of(n);
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    for_each_dropout_uniform(site, begin, end, [&](int64_t i, float u) {
+      din[i] = u >= site.p ? dout[i] * keep_scale : 0.0f;
+    });
+  }
+}
+
+void CpuOps::scale(float* x, float a, int64_t n) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "scale: bad element count ", n);
+  const int64_t chunks = chunks_of(n);
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    for (int64_t i = begin; i < end; ++i) x[i] *= a;
+  }
+}
+
+}  // namespace bert

@@ -1,0 +1,80 @@
+// Row gathers on the CPU: embedding lookup (word + position + type) and its backward, and the
+// gather/scatter-add of rows used by the pretraining heads. Backward scatters split the columns
+// among threads and walk the tokens in order, so repeated ids sum in a fixed order (no races,
+// identical results for any thread count).
+#include <algorithm>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace bert {
+namespace {
+
+constexpr int kColumnBlock = 128;
+
+void check_rows_shape(const char* op, int64_t n, int H) {
+  BERT_CHECK(n >= 0 && H > 0, Code::invalid_argument, op, ": bad shape rows=", n, " H=", H);
+}
+
+}  // namespace
+
+void CpuOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                           const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                           const float* type_emb, int64_t T, int H) {
+  check_rows_shape("embedding_fwd", T, H);
+#pragma omp parallel for num_threads(threads_) if (T * H > 16384)
+  for (int64_t t = 0; t < T; ++t) {
+    const float* w = word_emb + static_cast<int64_t>(word_ids[t]) * H;
+    const float* p = pos_emb + static_cast<int64_t>(pos_ids[t]) * H;
+    const float* s = type_emb + static_cast<int64_t>(type_ids[t]) * H;
+    float* y = out + t * H;  // [H]
+    for (int j = 0; j < H; ++j) y[j] = w[j] + p[j] + s[j];
+  }
+}
+
+void CpuOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+                           const int32_t* word_ids, const int32_t* pos_ids,
+                           const int32_t* type_ids, int64_t T, int H) {
+  check_rows_shape("embedding_bwd", T, H);
+  const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(threads_) if (T * H > 16384)
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int c0 = blk * kColumnBlock, c1 = std::min(H, c0 + kColumnBlock);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* g = dout + t * H;
+      float* w = dword + static_cast<int64_t>(word_ids[t]) * H;
+      float* p = dpos + static_cast<int64_t>(pos_ids[t]) * H;
+      float* s = dtype + static_cast<int64_t>(type_ids[t]) * H;
+      for (int j = c0; j < c1; ++j) {
+        w[j] += g[j];
+        p[j] += g[j];
+        s[j] += g[j];
+      }
+    }
+  }
+}
+
+void CpuOps::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+  check_rows_shape("gather_rows", n, H);
+#pragma omp parallel for num_threads(threads_) if (n * H > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(in + static_cast<int64_t>(rows[i]) * H, H, out + i * H);
+  }
+}
+
+void CpuOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+                              int H) {
+  check_rows_shape("scatter_add_rows", n, H);
+  const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(threads_) if (n * H > 16384)
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int c0 = blk * kColumnBlock, c1 = std::min(H, c0 + kColumnBlock);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* g = src + i * H;
+      float* d = dst + static_cast<int64_t>(rows[i]) * H;
+      for (int j = c0; j < c1; ++j) d[j] += g[j];
+    }
+  }
+}
+
+}  // namespace bert

@@ -1,0 +1,52 @@
+// Softmax cross-entropy on the CPU over the first V columns of each logits row (the padded
+// vocabulary columns V..ld-1 are excluded). Row statistics are taken before any write, so the
+// gradient may overwrite the logits in place.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace bert {
+
+void CpuOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                          const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+  BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
+             " V=", V, " ld=", ld);
+  for (int64_t i = 0; i < M; ++i) {
+    BERT_CHECK(labels[i] < V, Code::invalid_argument, "softmax_xent: label ", labels[i],
+               " of row ", i, " is not below the vocabulary size ", V);
+  }
+#pragma omp parallel for num_threads(threads_) if (M * V > 16384)
+  for (int64_t i = 0; i < M; ++i) {
+    const float* x = logits + i * ld;  // [ld]
+    float* dx = dlogits + i * ld;      // [ld], may be x
+    const int32_t label = labels[i];
+    if (label < 0) {
+      losses[i] = 0.0f;
+      if (correct != nullptr) correct[i] = 0;
+      std::fill(dx, dx + ld, 0.0f);
+      continue;
+    }
+    int argmax = 0;
+    for (int j = 1; j < V; ++j) {
+      if (x[j] > x[argmax]) argmax = j;
+    }
+    const float row_max = x[argmax];
+    double sum = 0.0;
+    for (int j = 0; j < V; ++j) sum += std::exp(x[j] - row_max);
+    const double log_sum = std::log(sum);
+    losses[i] = static_cast<float>(row_max + log_sum - x[label]);
+    if (correct != nullptr) correct[i] = argmax == label ? 1 : 0;
+    const double inv_sum = 1.0 / sum;
+    const float target = x[label];
+    for (int j = 0; j < V; ++j) {
+      const float prob = static_cast<float>(std::exp(x[j] - row_max) * inv_sum);
+      dx[j] = prob * grad_scale;
+    }
+    dx[label] = static_cast<float>((std::exp(target - row_max) * inv_sum - 1.0) * grad_scale);
+    std::fill(dx + V, dx + ld, 0.0f);
+  }
+}
+
+}  // namespace bert

@@ -1,0 +1,84 @@
+// CPU backend memory: 64-byte aligned, zero-filled host allocations with live/peak byte
+// accounting, and the copy/fill primitives (plain memcpy/memset: backend memory is host memory).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace bert {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr size_t kParallelFillBytes = size_t{1} << 24;
+
+}  // namespace
+
+CpuOps::~CpuOps() {
+  for (auto& [ptr, bytes] : live_) std::free(ptr);
+}
+
+void* CpuOps::alloc(size_t bytes) {
+  BERT_CHECK(bytes <= std::numeric_limits<size_t>::max() - kAlignment, Code::out_of_memory,
+             "cpu backend: cannot allocate ", bytes, " bytes");
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  if (ptr == nullptr) {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    fail(Code::out_of_memory, "cpu backend: cannot allocate ", bytes, " bytes (", live_bytes_,
+         " bytes already held)");
+  }
+  fill_zero(ptr, rounded);
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  live_.emplace(ptr, bytes);
+  live_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  return ptr;
+}
+
+void CpuOps::release(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  auto it = live_.find(ptr);
+  BERT_CHECK(it != live_.end(), Code::invalid_argument,
+             "cpu backend: release of a pointer this backend did not allocate (or released twice)");
+  live_bytes_ -= it->second;
+  live_.erase(it);
+  std::free(ptr);
+}
+
+size_t CpuOps::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  return peak_bytes_;
+}
+
+void CpuOps::upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, host_src, bytes);
+}
+
+void CpuOps::download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(host_dst, src, bytes);
+}
+
+void CpuOps::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memmove(dst, src, bytes);
+}
+
+void CpuOps::fill_zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  auto* p = static_cast<unsigned char*>(dst);
+  if (bytes < kParallelFillBytes) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+  const int64_t chunks = static_cast<int64_t>((bytes + kParallelFillBytes - 1) / kParallelFillBytes);
+#pragma omp parallel for num_threads(threads_)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * kParallelFillBytes;
+    std::memset(p + begin, 0, std::min(kParallelFillBytes, bytes - begin));
+  }
+}
+
+}  // namespace bert

@@ -1,0 +1,111 @@
+// CpuOps: the fp32 reference implementation of the Ops interface (Eigen GEMMs + OpenMP).
+// Every other backend is tested against it, so each op is written for exactness first and is
+// deterministic for a fixed thread count (most ops for any thread count). Scratch buffers live
+// in the object and only grow, so steady-state calls allocate nothing themselves. One CpuOps
+// serves one host thread at a time (alloc/release are also safe from other threads).
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstddef>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace bert {
+
+// Row-major Eigen views over raw backend pointers.
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<RowMatrix>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+using StridedMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+using ConstStridedMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(int threads);
+  ~CpuOps() override;
+  CpuOps(const CpuOps&) = delete;
+  CpuOps& operator=(const CpuOps&) = delete;
+
+  std::string name() const override { return "cpu"; }
+  int threads() const { return threads_; }
+
+  void* alloc(size_t bytes) override;
+  void release(void* ptr) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override {}
+  size_t peak_bytes() const override;
+
+  void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                     const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                     const float* type_emb, int64_t T, int H) override;
+  void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+                     const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                     int64_t T, int H) override;
+
+  void linear_fwd(float* out, float* pre_act, const float* in, const float* W, const float* b,
+                  int64_t M, int K, int N, Activation act) override;
+  void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
+                  const float* W, const float* pre_act, float* dpre_scratch, int64_t M, int K,
+                  int N, Activation act, bool accumulate_din) override;
+
+  void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+                     const float* beta, int64_t M, int N, float eps) override;
+  void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+                     const float* mean, const float* rstd, const float* gamma, int64_t M,
+                     int N) override;
+  void dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
+                            const DropoutSite& site) override;
+  void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
+
+  void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                     const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site) override;
+  void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                     const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site) override;
+
+  void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+                        int H) override;
+
+  void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                    const int32_t* labels, int64_t M, int V, int ld, float grad_scale) override;
+
+  void segment_sumsq(double* host_out, const float* x,
+                     const std::vector<ParamSegment>& segs) override;
+  void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
+                      const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+  void apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                    const std::vector<float>& host_scale) override;
+  void scale(float* x, float a, int64_t n) override;
+
+ private:
+  // Per-thread attention scratch of `floats_per_thread` floats each; grows, never shrinks.
+  float* attention_scratch(size_t floats_per_thread);
+  // Fills seq_probs_offset_ with AttentionLayout::probs_offset for every sequence (+ total).
+  void compute_probs_offsets(const AttentionLayout& layout, int heads);
+
+  int threads_;
+
+  mutable std::mutex memory_mutex_;
+  std::unordered_map<void*, size_t> live_;  // allocation -> requested bytes
+  size_t live_bytes_ = 0;
+  size_t peak_bytes_ = 0;
+
+  std::vector<float> attention_scratch_;     // [threads_, per-thread floats]
+  std::vector<int64_t> seq_probs_offset_;    // [num_seqs + 1]
+  std::vector<int64_t> sumsq_chunk_start_;   // [segments + 1], first global chunk per segment
+  std::vector<double> sumsq_partials_;       // [total chunks]
+};
+
+// Checks an attention call's geometry; throws Error(invalid_argument) naming the bad value.
+void check_attention_args(const AttentionLayout& layout, int heads, int head_dim);
+
+}  // namespace bert

@@ -1,0 +1,173 @@
+// CPU linear layer: forward (every activation, with and without bias) against a double-precision
+// loop; backward (din, dW, db) against central finite differences of sum(out ⊙ R); the
+// accumulate semantics of dW/db/din; argument checks; and bitwise run-to-run determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "core/error.h"
+#include "test_cpu_ops_common.h"
+
+namespace bert {
+namespace {
+
+using testing::expect_close;
+using testing::numeric_grad;
+using testing::random_floats;
+using testing::weighted_sum;
+
+constexpr int64_t M = 7;
+constexpr int K = 13, N = 5;
+
+double reference_activation(Activation act, double x) {
+  switch (act) {
+    case Activation::none: return x;
+    case Activation::gelu_erf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::gelu_tanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::tanh: return std::tanh(x);
+  }
+  return 0.0;
+}
+
+std::string act_name(Activation act) {
+  switch (act) {
+    case Activation::none: return "none";
+    case Activation::gelu_erf: return "gelu_erf";
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::tanh: return "tanh";
+  }
+  return "?";
+}
+
+class CpuLinear : public ::testing::TestWithParam<Activation> {};
+
+TEST_P(CpuLinear, ForwardMatchesDoubleLoop) {
+  const Activation act = GetParam();
+  auto ops = make_cpu_ops(2);
+  const std::vector<float> in = random_floats(M * K, 1, -2.0f, 2.0f);
+  const std::vector<float> W = random_floats(N * K, 2, -0.5f, 0.5f);
+  const std::vector<float> b = random_floats(N, 3);
+  for (bool with_bias : {true, false}) {
+    std::vector<double> expected_pre(M * N), expected_out(M * N);
+    for (int64_t i = 0; i < M; ++i) {
+      for (int j = 0; j < N; ++j) {
+        double s = with_bias ? b[j] : 0.0;
+        for (int k = 0; k < K; ++k) s += static_cast<double>(in[i * K + k]) * W[j * K + k];
+        expected_pre[i * N + j] = s;
+        expected_out[i * N + j] = reference_activation(act, s);
+      }
+    }
+    std::vector<float> out(M * N), pre(M * N);
+    ops->linear_fwd(out.data(), act == Activation::none ? nullptr : pre.data(), in.data(),
+                    W.data(), with_bias ? b.data() : nullptr, M, K, N, act);
+    const std::string what = act_name(act) + (with_bias ? " with bias" : " without bias");
+    expect_close(out, expected_out, 1e-6, 1e-5, what + " out");
+    if (act != Activation::none) expect_close(pre, expected_pre, 1e-6, 1e-5, what + " pre_act");
+  }
+}
+
+TEST_P(CpuLinear, BackwardMatchesFiniteDifferences) {
+  const Activation act = GetParam();
+  auto ops = make_cpu_ops(2);
+  std::vector<float> in = random_floats(M * K, 4, -2.0f, 2.0f);
+  std::vector<float> W = random_floats(N * K, 5, -0.5f, 0.5f);
+  std::vector<float> b = random_floats(N, 6);
+  const std::vector<float> R = random_floats(M * N, 7);
+  std::vector<float> out(M * N), pre(M * N);
+  float* pre_ptr = act == Activation::none ? nullptr : pre.data();
+  auto f = [&]() {
+    ops->linear_fwd(out.data(), pre_ptr, in.data(), W.data(), b.data(), M, K, N, act);
+    return weighted_sum(out, R);
+  };
+  f();
+  // dW and db accumulate onto what is there; din is overwritten (start from garbage).
+  const std::vector<float> dW0 = random_floats(N * K, 8), db0 = random_floats(N, 9);
+  std::vector<float> din(M * K, 123.0f), dW = dW0, db = db0, scratch(M * N);
+  ops->linear_bwd(din.data(), dW.data(), db.data(), R.data(), in.data(), W.data(), pre_ptr,
+                  act == Activation::none ? nullptr : scratch.data(), M, K, N, act, false);
+  const float h = 1e-2f;
+  const std::vector<double> num_in = numeric_grad(in, f, h);
+  std::vector<double> num_W = numeric_grad(W, f, h);
+  std::vector<double> num_b = numeric_grad(b, f, h);
+  for (size_t i = 0; i < num_W.size(); ++i) num_W[i] += dW0[i];
+  for (size_t i = 0; i < num_b.size(); ++i) num_b[i] += db0[i];
+  const std::string what = act_name(act);
+  expect_close(din, num_in, 2e-3, 2e-3, what + " din");
+  expect_close(dW, num_W, 2e-3, 2e-3, what + " dW (accumulated)");
+  expect_close(db, num_b, 2e-3, 2e-3, what + " db (accumulated)");
+
+  // accumulate_din adds the same gradient onto din (f() restores pre_act after the probes).
+  f();
+  const std::vector<float> din_first = din;
+  std::vector<float> din_acc = random_floats(M * K, 10);
+  const std::vector<float> din_acc0 = din_acc;
+  ops->linear_bwd(din_acc.data(), nullptr, nullptr, R.data(), in.data(), W.data(), pre_ptr,
+                  act == Activation::none ? nullptr : scratch.data(), M, K, N, act, true);
+  std::vector<double> expected(M * K);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = double(din_acc0[i]) + din_first[i];
+  expect_close(din_acc, expected, 1e-6, 1e-6, what + " accumulate_din");
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, CpuLinear,
+                         ::testing::Values(Activation::none, Activation::gelu_erf,
+                                           Activation::gelu_tanh, Activation::tanh),
+                         [](const auto& info) { return act_name(info.param); });
+
+TEST(CpuLinearChecks, ActivationWithoutPreActThrows) {
+  auto ops = make_cpu_ops(1);
+  std::vector<float> in(M * K), W(N * K), out(M * N);
+  try {
+    ops->linear_fwd(out.data(), nullptr, in.data(), W.data(), nullptr, M, K, N, Activation::gelu_erf);
+    FAIL() << "missing pre_act accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("pre_act"), std::string::npos) << e.what();
+  }
+  try {
+    ops->linear_fwd(out.data(), nullptr, in.data(), W.data(), nullptr, M, 0, N, Activation::none);
+    FAIL() << "K = 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("K=0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuLinearDeterminism, TwoRunsAreBitwiseEqual) {
+  // Large enough for Eigen's blocked, multi-threaded GEMM.
+  const int64_t m = 301;
+  const int k = 257, n = 131;
+  auto ops = make_cpu_ops(2);
+  const std::vector<float> in = random_floats(m * k, 11), W = random_floats(n * k, 12);
+  const std::vector<float> b = random_floats(n, 13), dout = random_floats(m * n, 14);
+  std::vector<float> out[2], pre[2], din[2], dW[2], db[2];
+  for (int run = 0; run < 2; ++run) {
+    out[run].resize(m * n);
+    pre[run].resize(m * n);
+    din[run].resize(m * k);
+    dW[run].assign(n * k, 0.0f);
+    db[run].assign(n, 0.0f);
+    std::vector<float> scratch(m * n);
+    ops->linear_fwd(out[run].data(), pre[run].data(), in.data(), W.data(), b.data(), m, k, n,
+                    Activation::gelu_erf);
+    ops->linear_bwd(din[run].data(), dW[run].data(), db[run].data(), dout.data(), in.data(),
+                    W.data(), pre[run].data(), scratch.data(), m, k, n, Activation::gelu_erf, false);
+  }
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(din[0], din[1]);
+  EXPECT_EQ(dW[0], dW[1]);
+  EXPECT_EQ(db[0], db[1]);
+  // Spot-check the big GEMM against a double loop too.
+  for (int64_t i : {int64_t{0}, int64_t{150}, m - 1}) {
+    for (int j : {0, 77, n - 1}) {
+      double s = b[j];
+      for (int kk = 0; kk < k; ++kk) s += double(in[i * k + kk]) * W[j * k + kk];
+      EXPECT_NEAR(pre[0][i * n + j], s, 1e-4) << i << "," << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bert
