@@ -123,6 +123,19 @@ uint64_t checksum(const CheckpointContents& c) {
   return h;
 }
 
+// Names of every tensor per group, written beside the checksum so a missing one is named.
+nlohmann::json tensor_index(const CheckpointContents& c) {
+  nlohmann::json index = nlohmann::json::object();
+  const std::pair<const char*, const TensorMap*> groups[] = {
+      {"model", &c.model}, {"exp_avg", &c.exp_avg}, {"exp_avg_sq", &c.exp_avg_sq}};
+  for (const auto& [group, tensors] : groups) {
+    nlohmann::json names = nlohmann::json::object();
+    for (const auto& [name, t] : *tensors) names[name] = t.shape;
+    index[group] = names;
+  }
+  return index;
+}
+
 void write_group(hid_t parent, const char* name, const TensorMap& tensors, const std::string& file) {
   Hdf5Id group(H5_CHECK(H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, file), H5Gclose);
   for (const auto& [tensor_name, tensor] : tensors) write_tensor(group.get(), tensor_name, tensor, file);
@@ -170,6 +183,7 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
       write_string_attr(file.get(), "config", c.config_json, tmp);
       write_string_attr(file.get(), "state", c.state.dump(), tmp);
       write_string_attr(file.get(), "checksum", std::to_string(checksum(c)), tmp);
+      write_string_attr(file.get(), "index", tensor_index(c).dump(), tmp);
       write_group(file.get(), "model", c.model, tmp);
       if (c.has_optimizer()) {
         Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
@@ -216,6 +230,21 @@ CheckpointContents read_checkpoint(const std::string& path) {
     Hdf5Id opt(H5_CHECK(H5Gopen2(file.get(), "optimizer", H5P_DEFAULT), Code::checkpoint, path), H5Gclose);
     c.exp_avg = read_group(opt.get(), "exp_avg", path);
     c.exp_avg_sq = read_group(opt.get(), "exp_avg_sq", path);
+  }
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(read_string_attr(file.get(), "index", path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index' attribute: ", e.what());
+  }
+  const nlohmann::json found = tensor_index(c);
+  for (const char* group : {"model", "exp_avg", "exp_avg_sq"}) {
+    const nlohmann::json listed = index.value(group, nlohmann::json::object());
+    for (const auto& [name, shape] : listed.items()) {
+      if (!found[group].contains(name)) {
+        fail(Code::checkpoint, "checkpoint '", path, "' is missing ", group, " tensor '", name, "'");
+      }
+    }
   }
   if (std::to_string(checksum(c)) != stored_checksum) {
     fail(Code::checkpoint, "checkpoint '", path, "' fails its checksum (stored ", stored_checksum, ", computed ",

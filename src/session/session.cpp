@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "ckpt/checkpoint.h"
@@ -11,6 +12,7 @@
 #include "core/log.h"
 #include "data/shard_source.h"
 #include "data/synthetic_source.h"
+#include "dist/config_agreement.h"
 
 namespace bert {
 namespace {
@@ -21,9 +23,10 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::unique_ptr<Ops> make_backend(const SessionConfig& c) {
+// "cuda" picks the GPU from the rank's local rank; "cuda:N" names it.
+std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   if (c.device == "cpu") return make_cpu_ops(c.train.threads);
-  const int index = c.device == "cuda" ? 0 : std::stoi(c.device.substr(5));
+  const int index = c.device == "cuda" ? local_rank : std::stoi(c.device.substr(5));
   std::unique_ptr<Ops> ops = make_cuda_ops(index);
   if (!ops) fail(Code::unsupported, "config key 'device' = \"", c.device, "\": this build of bertengine has no CUDA backend");
   return ops;
@@ -89,7 +92,8 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     : config_(config), comm_(std::move(comm)) {
   if (config_.train.threads <= 0) config_.train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config_json_ = config_.to_json().dump();
-  ops_ = make_backend(config_);
+  check_same_config(*comm_, config_.to_json());
+  ops_ = make_backend(config_, comm_->local_rank());
   ModelLimits limits;
   limits.max_batch = config_.train.micro_batch;
   limits.max_seq_length = config_.data.max_seq_length;
@@ -105,7 +109,9 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     }
   }
   comm_->broadcast(model_->param_data(), model_->params().total_elems);
-  optimizer_ = std::make_unique<Optimizer>(config_.train.optimizer, model_->params(), *ops_);
+  OptimizerConfig optimizer_config = config_.train.optimizer;
+  if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
+  optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_);
   schedule_.base_lr = config_.train.lr;
   schedule_.total_steps = config_.train.steps;
   schedule_.warmup_proportion = config_.train.warmup_proportion;
@@ -175,7 +181,42 @@ StepStats Session::forward_backward(const BatchView& batch) {
 }
 
 void Session::allreduce() {
-  abortable([&] { comm_->allreduce_sum(model_->grad_data(), model_->params().total_elems); });
+  abortable([&] {
+    const int64_t n = model_->params().total_elems;
+    if (config_.dist.clip_per_rank && accum_micro_ > 0) clip_local_gradient();
+    comm_->allreduce_sum(model_->grad_data(), n);
+    if (comm_->world_size() > 1) measure_token_imbalance();
+  });
+}
+
+// Samsung's per-rank clipping: this rank's averaged gradient is clipped to max_grad_norm
+// before the sum, so the reduced gradient's norm is at most max_grad_norm too.
+void Session::clip_local_gradient() {
+  const double max_norm = config_.train.optimizer.max_grad_norm;
+  if (max_norm <= 0) return;
+  const ParamTable& table = model_->params();
+  const std::vector<ParamSegment> all = table.segments(0.0f);
+  std::vector<double> sq(all.size());
+  ops_->segment_sumsq(sq.data(), model_->grad_data(), all);
+  double total = 0;
+  for (double v : sq) total += v;
+  const double norm = std::sqrt(total) / accum_micro_;
+  if (std::isfinite(norm) && norm > max_norm) ops_->scale(model_->grad_data(), static_cast<float>(max_norm / norm), table.total_elems);
+}
+
+// Every rank's real-token count of this step, gathered in one small all-reduce: the
+// imbalance (heaviest rank / mean - 1) is how long the others wait for the slowest.
+void Session::measure_token_imbalance() {
+  std::vector<float> tokens(comm_->world_size(), 0.0f);
+  tokens[comm_->rank()] = static_cast<float>(accum_tokens_);
+  comm_->allreduce_host(tokens.data(), static_cast<int64_t>(tokens.size()), ReduceOp::sum);
+  double sum = 0, heaviest = 0;
+  for (float t : tokens) {
+    sum += t;
+    heaviest = std::max<double>(heaviest, t);
+  }
+  const double mean = sum / tokens.size();
+  token_imbalance_ = mean > 0 ? heaviest / mean - 1.0 : 0.0;
 }
 
 StepStats Session::optimizer_step() {
@@ -190,6 +231,7 @@ StepStats Session::optimizer_step() {
     ++global_step_;
     s.step = global_step_;
     s.grad_norm = r.grad_norm;
+    s.token_imbalance = token_imbalance_;
     s.skipped = r.skipped;
     s.micro_batches = accum_micro_;
     s.mlm_loss = accum_mlm_ / accum_micro_;
@@ -386,6 +428,11 @@ void Session::load_weights(const std::string& path) {
 int64_t Session::resume_latest(const std::string& requested_dir) {
   const std::string dir = requested_dir.empty() ? config_.checkpoint.dir : requested_dir;
   BERT_CHECK(!dir.empty(), Code::invalid_argument, "no directory given and checkpoint.dir is not configured");
+  if (comm_->rank() == 0) {
+    for (const std::string& stale : remove_partial_checkpoints(dir)) {
+      log_message(log_warning, "removed partial checkpoint left by an interrupted write: " + stale);
+    }
+  }
   auto all = list_checkpoints(dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {

@@ -22,6 +22,7 @@ struct StepStats {
   int64_t step = 0;
   double loss = 0, mlm_loss = 0, nsp_loss = 0;
   double learning_rate = 0, grad_norm = 0, loss_scale = 1;
+  double token_imbalance = 0;  // heaviest rank's real tokens / mean over ranks - 1 (0 with one rank)
   bool skipped = false;
   int micro_batches = 0;
   int64_t sequences = 0, tokens = 0;
@@ -74,6 +75,8 @@ class Session {
   ModelInputs inputs(const BatchView& batch) const;
   void discard_accumulation();
   void run_step_micro_batches(const BatchView* batch);
+  void clip_local_gradient();
+  void measure_token_imbalance();
   template <typename F>
   auto abortable(F&& body) -> decltype(body());
 
@@ -92,6 +95,7 @@ class Session {
   int accum_micro_ = 0;
   double accum_mlm_ = 0, accum_nsp_ = 0;
   int64_t accum_sequences_ = 0, accum_tokens_ = 0;
+  double token_imbalance_ = 0;  // of the last all-reduced step
   std::atomic<bool> abort_{false};
 };
 

@@ -66,6 +66,12 @@ void parse_checkpoint(JsonReader r, CheckpointConfig& c) {
   r.finish();
 }
 
+void parse_dist(JsonReader r, DistConfig& d) {
+  d.timeout_s = r.get_number("timeout_s", d.timeout_s, 0.001, 1e7);
+  d.clip_per_rank = r.get_bool("clip_per_rank", d.clip_per_rank);
+  r.finish();
+}
+
 }  // namespace
 
 SessionConfig parse_session_config(const std::string& text) {
@@ -81,6 +87,7 @@ SessionConfig parse_session_config(const std::string& text) {
   parse_train(r.object("train"), c.train);
   parse_data(r.object("data"), c.data);
   parse_checkpoint(r.object("checkpoint"), c.checkpoint);
+  parse_dist(r.object("dist"), c.dist);
   c.device = r.get_string("device", c.device);
   if (c.device != "cpu" && c.device != "cuda" && c.device.rfind("cuda:", 0) != 0) {
     fail(Code::config, "config key 'device' = \"", c.device, "\" is not one of: cpu, cuda, cuda:N");
@@ -146,6 +153,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"every", checkpoint.every},
         {"keep", checkpoint.keep},
         {"keep_every", checkpoint.keep_every}}},
+      {"dist", {{"timeout_s", dist.timeout_s}, {"clip_per_rank", dist.clip_per_rank}}},
       {"device", device},
   };
 }

@@ -48,11 +48,17 @@ struct CheckpointConfig {
   int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
 };
 
+struct DistConfig {
+  double timeout_s = 300;      // a collective waiting longer for a peer fails with BERT_ERR_DISTRIBUTED
+  bool clip_per_rank = false;  // clip each rank's gradient before the all-reduce (Samsung) instead of after
+};
+
 struct SessionConfig {
   BertConfig model;
   TrainConfig train;
   DataConfig data;
   CheckpointConfig checkpoint;
+  DistConfig dist;
   std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N"
   nlohmann::json to_json() const;
 };

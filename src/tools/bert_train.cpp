@@ -26,11 +26,12 @@ void on_stop_signal(int sig) { stop_signal = sig; }
 
 void usage() {
   std::fprintf(stderr,
-               "usage: bert-train CONFIG.json [--steps N] [--output FILE.h5] [--resume] [--quiet]\n"
+               "usage: bert-train CONFIG.json [--steps N] [--output FILE.h5] [--resume] [--loss-log FILE] [--quiet]\n"
                "  Trains for train.steps (or N) optimizer steps. With checkpoint.dir set, writes\n"
                "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
                "  continues from the newest valid one. The final checkpoint goes to FILE.h5\n"
-               "  (default: <checkpoint.dir>/final.h5, or bert_final.h5 when no dir is configured).\n");
+               "  (default: <checkpoint.dir>/final.h5, or bert_final.h5 when no dir is configured).\n"
+               "  --loss-log appends 'step loss' per step with every digit of the float.\n");
 }
 
 void log_to_stderr(bert_log_level level, const char* message, void*) {
@@ -41,7 +42,7 @@ void log_to_stderr(bert_log_level level, const char* message, void*) {
 
 int main(int argc, char** argv) {
   using bert_tools::failed;
-  std::string config_path, output;
+  std::string config_path, output, loss_log_path;
   long long steps_override = -1;
   bool quiet = false, resume = false;
   for (int i = 1; i < argc; ++i) {
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
       steps_override = std::atoll(argv[++i]);
     } else if (a == "--output" && i + 1 < argc) {
       output = argv[++i];
+    } else if (a == "--loss-log" && i + 1 < argc) {
+      loss_log_path = argv[++i];
     } else if (a == "--resume") {
       resume = true;
     } else if (a == "--quiet") {
@@ -108,6 +111,12 @@ int main(int argc, char** argv) {
       std::printf("no valid checkpoint in %s: starting from step 0\n", dir.c_str());
     }
   }
+  FILE* loss_log = nullptr;
+  if (!loss_log_path.empty() && !(loss_log = std::fopen(loss_log_path.c_str(), "a"))) {
+    std::fprintf(stderr, "error: cannot open '%s' for writing\n", loss_log_path.c_str());
+    bert_session_destroy(session);
+    return 2;
+  }
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
   sigaction(SIGTERM, &action, nullptr);
@@ -122,6 +131,10 @@ int main(int argc, char** argv) {
     if (failed(bert_step(session, nullptr, &r), "bert_step")) {
       bert_session_destroy(session);
       return 1;
+    }
+    if (loss_log) {
+      std::fprintf(loss_log, "%lld %.9g\n", step, r.loss);
+      std::fflush(loss_log);
     }
     loss_sum += r.loss;
     mlm_sum += r.mlm_loss;
@@ -162,6 +175,7 @@ int main(int argc, char** argv) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("done: %lld steps in %s, checkpoint written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
               output.c_str());
+  if (loss_log) std::fclose(loss_log);
   bert_session_destroy(session);
   return 0;
 }

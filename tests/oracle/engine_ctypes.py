@@ -71,6 +71,7 @@ _SIGNATURES = {
     "bert_eval": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(Batch), ctypes.POINTER(EvalResult)]),
     "bert_checkpoint": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
     "bert_checkpoint_load": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
+    "bert_checkpoint_load_weights": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
     "bert_param_count": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
     "bert_param_info": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
                                        ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]),
@@ -211,6 +212,10 @@ class Session:
 
     def checkpoint_load(self, path):
         _check("bert_checkpoint_load", self.lib.bert_checkpoint_load(self.handle, str(path).encode()))
+
+    def checkpoint_load_weights(self, path):
+        _check("bert_checkpoint_load_weights",
+               self.lib.bert_checkpoint_load_weights(self.handle, str(path).encode()))
 
     # ---- parameters -----------------------------------------------------------------
     def param_shapes(self):

@@ -1,0 +1,164 @@
+"""Hugging Face interop: `bert-ckpt export-hf` writes a folder (config.json + model.safetensors)
+that an independent PyTorch BertForPreTraining loads by name and evaluates to the engine's
+loss; `bert-ckpt import` places HF- and DLE-named weights (safetensors, or pytorch_model.bin /
+DLE .pt through torch_to_safetensors.py) into the engine and reports what it cannot place."""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import oracle_helpers as H
+import torch_bert
+from engine_ctypes import Session
+
+BUILD = os.environ.get("BERT_BUILD_DIR", "")
+BERT_CKPT = os.path.join(BUILD, "src", "tools", "bert-ckpt")
+CONVERTER = os.path.join(os.path.dirname(__file__), "..", "..", "src", "tools", "torch_to_safetensors.py")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(BERT_CKPT), reason="bert-ckpt is not built (BERT_BUILD_DIR)")
+
+
+def read_safetensors(path):
+    """A small independent safetensors reader (F32 only)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", name
+        begin, end = info["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtype=np.float32).reshape(info["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, value in tensors.items():
+        raw = np.ascontiguousarray(value, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def run(*args):
+    result = subprocess.run([BERT_CKPT, *args], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def trained_session(tmp_path):
+    cfg = H.make_config()
+    session = Session(cfg)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        session.step(torch_bert.random_batch(rng, 8, H.SEQ, H.PRED, H.VOCAB))
+    path = str(tmp_path / "engine.h5")
+    session.checkpoint(path)
+    return cfg, session, path
+
+
+def test_export_loads_into_pytorch_with_the_same_loss(tmp_path):
+    cfg, session, ckpt = trained_session(tmp_path)
+    folder = tmp_path / "hf"
+    run("export-hf", ckpt, str(folder))
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["BertForPreTraining"]
+    assert config["vocab_size"] == H.VOCAB  # the original size, not the padded 1008
+    tensors = read_safetensors(folder / "model.safetensors")
+
+    fields = {k: config[k] for k in cfg["model"]}
+    model = torch_bert.BertForPreTraining(torch_bert.BertConfig(**fields)).double()
+    state = {k: torch.from_numpy(v.astype(np.float64)) for k, v in tensors.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert [m for m in missing if m != "cls.predictions.decoder.weight"] == [], missing
+
+    batch = torch_bert.random_batch(np.random.default_rng(9), 8, H.SEQ, H.PRED, H.VOCAB)
+    with torch.no_grad():
+        _, mlm, nsp, _, _ = model(**torch_bert.batch_tensors(batch))
+    engine = session.eval(batch)
+    assert abs(engine["mlm_loss"] - mlm.item()) <= 1e-5 * abs(mlm.item())
+    assert abs(engine["nsp_loss"] - nsp.item()) <= 1e-5 * abs(nsp.item())
+
+    try:
+        import safetensors.numpy  # optional: the reference reader, when installed
+    except ImportError:
+        return
+    for name, value in safetensors.numpy.load_file(str(folder / "model.safetensors")).items():
+        np.testing.assert_array_equal(value, tensors[name])
+
+
+def dle_names(state):
+    """Renames an HF state dict the way NVIDIA DLE checkpoints spell it."""
+    out = {}
+    for name, value in state.items():
+        name = name.replace("intermediate.dense.", "intermediate.dense_act.")
+        name = name.replace("transform.dense.", "transform.dense_act.")
+        if "LayerNorm." in name:
+            name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        out["module." + name] = value
+    return out
+
+
+@pytest.mark.parametrize("spelling", ["hf", "dle"])
+def test_import_safetensors_places_every_tensor(tmp_path, spelling):
+    cfg = H.make_config()
+    model = H.torch_model(cfg, torch.float32)
+    torch.manual_seed(5)
+    model.init_weights()
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    if spelling == "dle":
+        state = dle_names(state)
+    state["cls.extra.weight"] = np.ones((3, 3), np.float32)  # must be reported, not fatal
+    write_safetensors(tmp_path / "w.safetensors", state)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    out = run("import", str(tmp_path / "w.safetensors"), str(tmp_path / "imported.h5"),
+              "--config", str(tmp_path / "bert_config.json"))
+    assert "not placed: cls.extra.weight" in out
+
+    session = Session(cfg)
+    session.checkpoint_load_weights(tmp_path / "imported.h5")
+    params = dict(model.named_parameters())
+    for name in session.param_shapes():
+        np.testing.assert_array_equal(session.param_read(name), params[name].detach().numpy(), err_msg=name)
+
+
+def test_import_pytorch_bin_through_the_converter(tmp_path):
+    cfg = H.make_config()
+    model = H.torch_model(cfg, torch.float32)
+    torch.manual_seed(6)
+    model.init_weights()
+    torch.save({"model": dle_names(model.state_dict())}, tmp_path / "dle_ckpt.pt")
+    subprocess.run([sys.executable, CONVERTER, str(tmp_path / "dle_ckpt.pt"), str(tmp_path / "c.safetensors")],
+                   check=True, capture_output=True)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    run("import", str(tmp_path / "c.safetensors"), str(tmp_path / "c.h5"), "--config", str(tmp_path / "bert_config.json"))
+    info = run("inspect", str(tmp_path / "c.h5"))
+    assert "weights only" in info
+
+
+def test_import_names_a_missing_tensor(tmp_path):
+    cfg = H.make_config()
+    model = H.torch_model(cfg, torch.float32)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items() if "pooler.dense.bias" not in k}
+    write_safetensors(tmp_path / "w.safetensors", state)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    result = subprocess.run([BERT_CKPT, "import", str(tmp_path / "w.safetensors"), str(tmp_path / "x.h5"),
+                             "--config", str(tmp_path / "bert_config.json")], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "bert.pooler.dense.bias" in result.stderr
+    assert not (tmp_path / "x.h5").exists()
