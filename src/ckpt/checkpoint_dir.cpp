@@ -42,7 +42,7 @@ std::vector<std::string> apply_retention(const std::string& dir, int keep, int64
 }
 
 std::vector<std::string> remove_partial_checkpoints(const std::string& dir) {
-  static const std::regex name("ckpt_[0-9]+\\.h5\\.tmp\\.[0-9]+");
+  static const std::regex name(".+\\.h5\\.tmp\\.[0-9]+");
   std::vector<std::string> removed;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {

@@ -16,7 +16,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // (when > 0). Returns the deleted paths.
 std::vector<std::string> apply_retention(const std::string& dir, int keep, int64_t keep_every);
 
-// Deletes temporary files (ckpt_<step>.h5.tmp.<pid>) that an interrupted write left behind.
+// Deletes temporary files (<name>.h5.tmp.<pid>) that an interrupted write left behind.
 std::vector<std::string> remove_partial_checkpoints(const std::string& dir);
 
 }  // namespace bert
