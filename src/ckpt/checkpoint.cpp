@@ -192,6 +192,7 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
         write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp);
       }
       H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, tmp);
+      H5_CHECK(H5Fclose(file.release()), Code::io, tmp);  // the last metadata write can fail too
     }
     fsync_path(tmp, false);
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {

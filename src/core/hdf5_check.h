@@ -38,6 +38,12 @@ class Hdf5Id {  // owns an HDF5 handle and closes it with the matching H5*close
   }
   ~Hdf5Id() { reset(); }
   hid_t get() const { return id_; }
+  // Gives up ownership (for a close whose result must be checked).
+  hid_t release() {
+    hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
   void reset() {
     if (id_ >= 0 && closer_) closer_(id_);
     id_ = H5I_INVALID_HID;

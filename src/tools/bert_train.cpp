@@ -168,6 +168,17 @@ int main(int argc, char** argv) {
       return 128 + stop_signal;
     }
   }
+  if (resolved["data"]["source"] == "synthetic" || !resolved["data"]["eval_dir"].get<std::string>().empty()) {
+    bert_eval_result e;
+    bert_eval_result_init(&e);
+    if (failed(bert_eval(session, nullptr, &e), "bert_eval")) {
+      bert_session_destroy(session);
+      return 1;
+    }
+    std::printf("eval: %lld sequences, %lld masked tokens: mlm accuracy %.4f, mlm loss %.4f, nsp accuracy %.4f\n",
+                static_cast<long long>(e.sequences), static_cast<long long>(e.masked_tokens), e.mlm_accuracy,
+                e.mlm_loss, e.nsp_accuracy);
+  }
   if (failed(bert_checkpoint(session, output.c_str()), output.c_str())) {
     bert_session_destroy(session);
     return 1;

@@ -4,6 +4,11 @@
 #include <bert.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
 
 #include <cstdio>
 #include <cstring>
@@ -259,6 +264,46 @@ TEST_F(Corruption, DifferentModelSize) {
   std::string m = refuse(path);
   EXPECT_NE(m.find("[100, 48]"), std::string::npos) << m;
   EXPECT_NE(m.find("[100, 32]"), std::string::npos) << m;
+}
+
+}  // namespace
+
+namespace {
+
+// A save that fails for lack of space (simulated with RLIMIT_FSIZE) returns BERT_ERR_IO, leaves
+// no partial file and the previous checkpoint intact, and training continues.
+TEST(Checkpoint, FailedSaveKeepsPreviousCheckpointsAndTrainingContinues) {
+  const fs::path dir = temp_dir("diskfull");
+  const std::string ckpt = "{\"dir\": \"" + dir.string() + "\"}";
+  bert_session* s = create(config("", ckpt));
+  train(s, 0, 1, false);
+  ASSERT_EQ(bert_checkpoint(s, nullptr), BERT_OK) << bert_last_error();
+  const uintmax_t good_size = fs::file_size(dir / "ckpt_1.h5");
+
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit old_limit;
+  getrlimit(RLIMIT_FSIZE, &old_limit);
+  struct rlimit small = old_limit;
+  small.rlim_cur = good_size / 4;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  train(s, 1, 2, false);
+  const bert_status st = bert_checkpoint(s, nullptr);
+  const std::string message = bert_last_error();
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+
+  EXPECT_EQ(st, BERT_ERR_IO) << message;
+  EXPECT_NE(message.find("ckpt_2.h5"), std::string::npos) << message;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"ckpt_1.h5"});
+  EXPECT_EQ(bert_step(s, nullptr, nullptr), BERT_OK) << bert_last_error();
+  bert_session* r = create(config("", ckpt));
+  int64_t step = 0;
+  ASSERT_EQ(bert_checkpoint_resume(r, nullptr, &step), BERT_OK) << bert_last_error();
+  EXPECT_EQ(step, 1);
+  bert_session_destroy(r);
+  bert_session_destroy(s);
+  fs::remove_all(dir);
 }
 
 }  // namespace
