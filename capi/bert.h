@@ -103,6 +103,13 @@ typedef struct bert_dist {
 
 /* Fills defaults: backend AUTO, ranks -1, no unique id. */
 BERT_API void bert_dist_init(bert_dist* dist);
+/* Makes NCCL's 128-byte unique id. Call it on rank 0 only, in the process that will be rank 0
+ * (it starts NCCL's bootstrap listener there), and carry the bytes to every rank by any means
+ * (MPI_Bcast, a file, a TCP store, a Python orchestrator) into bert_dist.nccl_unique_id with
+ * has_nccl_unique_id = 1. Without it, NCCL ranks bootstrap from NCCL_COMM_ID (set from
+ * MASTER_ADDR and MASTER_PORT + 1 when absent) or, under mpirun, over MPI.
+ * BERT_ERR_UNSUPPORTED in a build without CUDA/NCCL. */
+BERT_API bert_status bert_dist_unique_id(unsigned char out[128]);
 
 /* ---- batches and results -------------------------------------------------------------- */
 /* One batch of pretraining samples with the fields of the NVIDIA DLE HDF5 shards.
@@ -173,7 +180,10 @@ BERT_API void bert_session_abort(bert_session* session);
  * accumulate until bert_optimizer_step. result (may be NULL) receives the losses. */
 BERT_API bert_status bert_forward_backward(bert_session* session, const bert_batch* batch,
                                            bert_step_result* result);
-/* COLLECTIVE. Sums the accumulated gradients over ranks (nothing to do with one rank). */
+/* COLLECTIVE. Sums the accumulated gradients over ranks (nothing to do with one rank).
+ * Every collective call waits at most dist.timeout_s for the other ranks and then returns
+ * BERT_ERR_DISTRIBUTED naming the operation and this rank; the session can then only be
+ * destroyed (its communicator refuses further collectives). */
 BERT_API bert_status bert_allreduce(bert_session* session);
 /* Averages the accumulated gradients over micro-batches and ranks, clips, applies the
  * optimizer with the scheduled learning rate, and zeroes the gradients. */
@@ -190,7 +200,9 @@ BERT_API bert_status bert_eval(bert_session* session, const bert_batch* batch,
                                bert_eval_result* result);
 
 typedef enum bert_reduce_op { BERT_REDUCE_SUM = 0, BERT_REDUCE_MEAN = 1, BERT_REDUCE_MAX = 2 } bert_reduce_op;
-/* COLLECTIVE. In-place reduction of a small host float array across ranks. */
+/* COLLECTIVE: every rank must call it, with the same count and op, in the same order.
+ * In-place reduction of a small host float array across ranks (metrics the host wants to
+ * combine); MEAN divides the sum by the world size. */
 BERT_API bert_status bert_allreduce_host(bert_session* session, float* data, size_t count,
                                          bert_reduce_op op);
 
@@ -235,6 +247,19 @@ BERT_API bert_status bert_param_write(bert_session* session, const char* name, c
  * of each micro-batch's mean-loss gradient, not yet averaged). */
 BERT_API bert_status bert_grad_read(bert_session* session, const char* name, float* dst,
                                     size_t count);
+
+/* ---- memory ----------------------------------------------------------------------------- */
+typedef struct bert_memory_info {
+  size_t struct_size;
+  uint64_t parameter_bytes;  /* fp32 weights (flat buffer) */
+  uint64_t gradient_bytes;
+  uint64_t optimizer_bytes;  /* Adam moments and the update buffer */
+  uint64_t activation_bytes; /* the activation arena, sized once for the largest micro-batch */
+  uint64_t peak_device_bytes; /* peak backend memory held at once (device memory on a GPU) */
+} bert_memory_info;
+BERT_API void bert_memory_info_init(bert_memory_info* info);
+/* The backend memory this session holds, from the engine's own accounting. */
+BERT_API bert_status bert_session_memory(const bert_session* session, bert_memory_info* info);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/communicator.h"
+#include "dist/launch.h"
 #include "session/session.h"
 
 static_assert(BERT_ERR_INTERNAL == static_cast<int>(bert::Code::internal), "bert_status and bert::Code differ");
@@ -87,6 +88,27 @@ void fill_result(const bert::StepStats& s, bert_step_result* r) {
   r->tokens_per_second = s.seconds > 0 ? s.tokens / s.seconds : 0.0;
 }
 
+// The distributed setup of a new session: the host's bert_dist, else the launcher's environment.
+bert::LaunchPlan launch_plan(const bert_dist* dist, const bert::SessionConfig& config) {
+  bert::DistRequest request;
+  request.timeout_s = config.dist.timeout_s;
+  request.gpu = config.device != "cpu";
+  if (dist) {
+    if (dist->backend < BERT_DIST_AUTO || dist->backend > BERT_DIST_NCCL) {
+      bert::fail(bert::Code::invalid_argument, "bert_dist.backend = ", static_cast<int>(dist->backend), " is not a bert_dist_backend");
+    }
+    request.backend = static_cast<bert::DistBackend>(dist->backend);
+    request.rank = dist->rank;
+    request.world_size = dist->world_size;
+    request.local_rank = dist->local_rank;
+    if (dist->has_nccl_unique_id) {
+      request.nccl_unique_id.emplace();
+      std::memcpy(request.nccl_unique_id->data(), dist->nccl_unique_id, 128);
+    }
+  }
+  return bert::resolve_launch(request, bert::process_env());
+}
+
 bert::Session& session_of(bert_session* s) {
   require(s, "session");
   return *s->impl;
@@ -145,6 +167,14 @@ void bert_dist_init(bert_dist* d) {
   d->rank = d->world_size = d->local_rank = -1;
 }
 
+bert_status bert_dist_unique_id(unsigned char out[128]) {
+  return guard([&] {
+    require(out, "out");
+    const std::array<unsigned char, 128> id = bert::nccl_unique_id();
+    std::memcpy(out, id.data(), id.size());
+  });
+}
+
 void bert_batch_init(bert_batch* b) {
   if (!b) return;
   std::memset(b, 0, sizeof(*b));
@@ -170,7 +200,7 @@ bert_status bert_session_create(const char* config_json, const bert_dist* dist, 
     if (dist) check_struct(dist->struct_size, sizeof(bert_dist), "bert_dist");
     bert::SessionConfig config = bert::parse_session_config(config_json);
     auto s = std::make_unique<bert_session>();
-    s->impl = std::make_unique<bert::Session>(config, bert::make_local_communicator());
+    s->impl = std::make_unique<bert::Session>(config, bert::make_communicator(launch_plan(dist, config)));
     for (const bert::ParamEntry& e : s->impl->model().params().entries) s->param_names.push_back(e.name);
     *out = s.release();
   });
@@ -319,6 +349,27 @@ bert_status bert_grad_read(bert_session* session, const char* name, float* dst, 
   return guard([&] {
     require(name, "name");
     session_of(session).read_param(name, dst, count, true);
+  });
+}
+
+void bert_memory_info_init(bert_memory_info* info) {
+  if (!info) return;
+  std::memset(info, 0, sizeof(*info));
+  info->struct_size = sizeof(*info);
+}
+
+bert_status bert_session_memory(const bert_session* session, bert_memory_info* info) {
+  return guard([&] {
+    require(session, "session");
+    require(info, "info");
+    check_struct(info->struct_size, sizeof(bert_memory_info), "bert_memory_info");
+    bert::Session& s = *session->impl;
+    const uint64_t flat = static_cast<uint64_t>(s.model().params().total_elems) * sizeof(float);
+    info->parameter_bytes = flat;
+    info->gradient_bytes = flat;
+    info->optimizer_bytes = 3 * flat;
+    info->activation_bytes = s.model().arena_bytes();
+    info->peak_device_bytes = s.ops().peak_bytes();
   });
 }
 

@@ -156,8 +156,10 @@ class Ops {
 
 // Backend factories. make_cpu_ops is always available; threads <= 0 means all cores.
 std::unique_ptr<Ops> make_cpu_ops(int threads);
-// Returns null when the engine was built without CUDA.
+// Return null when the engine was built without CUDA. `precision` is the GEMM input precision
+// ("fp32", "tf32" — the default — or "bf16"); accumulation and outputs are fp32.
 std::unique_ptr<Ops> make_cuda_ops(int device);
+std::unique_ptr<Ops> make_cuda_ops(int device, const std::string& precision);
 bool cuda_available();
 
 }  // namespace bert

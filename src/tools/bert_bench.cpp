@@ -1,5 +1,7 @@
 // bert-bench: times N optimizer steps on synthetic data for a model/batch/sequence length and
-// prints one JSON line (sequences/s, tokens/s, step time, peak RSS, threads).
+// prints one JSON line (sequences/s, tokens/s, step time, peak RSS, threads, and the engine's
+// memory accounting: parameters, gradients, optimizer, activation arena, peak backend bytes).
+// --steps 0 prints the memory accounting only.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +46,20 @@ int main(int argc, char** argv) {
   bert_session* session = nullptr;
   if (bert_tools::failed(bert_session_create(config.dump().c_str(), nullptr, &session), "bert_session_create")) return 1;
   const int used_threads = nlohmann::json::parse(bert_session_config(session))["train"]["threads"].get<int>();
+  bert_memory_info memory;
+  bert_memory_info_init(&memory);
+  if (bert_tools::failed(bert_session_memory(session, &memory), "bert_session_memory")) return 1;
+  auto mib = [](uint64_t bytes) { return static_cast<double>(bytes) / 1048576.0; };
+  nlohmann::json memory_json = {{"parameters_mib", mib(memory.parameter_bytes)},
+                                {"gradients_mib", mib(memory.gradient_bytes)},
+                                {"optimizer_mib", mib(memory.optimizer_bytes)},
+                                {"activations_mib", mib(memory.activation_bytes)},
+                                {"peak_backend_mib", mib(memory.peak_device_bytes)}};
+  if (steps == 0) {  // memory only: the engine's own accounting for this shape
+    std::printf("%s\n", nlohmann::json({{"model", model}, {"batch", batch}, {"seq", seq}, {"memory", memory_json}}).dump().c_str());
+    bert_session_destroy(session);
+    return 0;
+  }
 
   bert_step_result r;
   bert_step_result_init(&r);
@@ -67,6 +83,7 @@ int main(int argc, char** argv) {
                         {"sequences_per_second", batch * steps / seconds},
                         {"tokens_per_second", static_cast<double>(batch) * seq * steps / seconds},
                         {"peak_rss_mib", bert_tools::peak_rss_bytes() / 1048576.0},
+                        {"memory", memory_json},
                         {"final_loss", r.loss}};
   std::printf("%s\n", out.dump().c_str());
   return 0;

@@ -286,3 +286,30 @@ TEST(Training, UnpaddedBatchesMatchPaddedWithin1e5) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Training, MemoryAccountingCoversEveryBuffer) {
+  bert_session* s = create();
+  bert_memory_info m;
+  bert_memory_info_init(&m);
+  ASSERT_EQ(bert_session_memory(s, &m), BERT_OK) << bert_last_error();
+  size_t count = 0, elems = 0;
+  bert_param_count(s, &count);
+  for (size_t i = 0; i < count; ++i) {
+    int ndim = 0;
+    int64_t shape[4];
+    bert_param_info(s, i, nullptr, &ndim, shape);
+    size_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    elems += n;
+  }
+  EXPECT_GE(m.parameter_bytes, elems * sizeof(float));
+  EXPECT_EQ(m.gradient_bytes, m.parameter_bytes);
+  EXPECT_EQ(m.optimizer_bytes, 3 * m.parameter_bytes);
+  EXPECT_GT(m.activation_bytes, 0u);
+  EXPECT_GE(m.peak_device_bytes, m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes + m.activation_bytes);
+  bert_session_destroy(s);
+}
+
+}  // namespace

@@ -1,0 +1,53 @@
+package bertengine
+
+import (
+	"fmt"
+
+	"bertengine/capi"
+)
+
+// Status is a bert_status of capi/bert.h.
+type Status int
+
+// The statuses of capi/bert.h.
+const (
+	OK                 Status = 0
+	ErrInvalidArgument Status = 1  // a bad batch, a size out of range, a closed session
+	ErrConfig          Status = 2  // malformed JSON, unknown key, wrong type, impossible value
+	ErrIO              Status = 3  // a file could not be opened, read or written
+	ErrData            Status = 4  // a data shard or vocabulary is malformed
+	ErrCheckpoint      Status = 5  // a checkpoint is corrupt or does not match the model
+	ErrOutOfMemory     Status = 6  //
+	ErrBackend         Status = 7  // CUDA, cuBLAS, cuDNN or the CPU backend failed
+	ErrDistributed     Status = 8  // a collective failed or timed out
+	ErrAborted         Status = 9  // the call was aborted (context cancelled, Abort)
+	ErrUnsupported     Status = 10 // not built in (e.g. CUDA in a CPU-only build)
+	ErrInternal        Status = 11
+)
+
+// String is the status's C name, e.g. "BERT_ERR_CONFIG".
+func (s Status) String() string { return capi.Bert_status_string(capi.Enum_SS_bert_status(s)) }
+
+// Error is a failed engine call: its status and the engine's message (bert_last_error).
+// When a cancelled context aborted the call, Unwrap returns the context's error, so
+// errors.Is(err, context.Canceled) holds.
+type Error struct {
+	Status  Status
+	Message string
+	cause   error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Status, e.Message) }
+
+// Unwrap returns the context error that aborted the call, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Is makes errors.Is(err, &Error{Status: s}) match any error with status s.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Status == e.Status
+}
+
+func newError(status Status, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,3 @@
+module bertengine
+
+go 1.19

@@ -1,0 +1,60 @@
+"""bertengine: Python host for the bertengine BERT pretraining engine (C ABI capi/bert.h).
+
+    import bertengine
+    with bertengine.Session({"model": "bert-tiny", "train": {"steps": 100}}) as s:
+        for _ in range(100):
+            print(s.step().loss)
+        s.checkpoint("tiny.h5")
+
+Engine log lines go to the ``logging`` logger "bertengine". Errors raise BertError subclasses.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+if os.environ.get("BERTENGINE_NATIVE_DIR"):
+    # Tests run the package from the source tree with the extension from a build directory.
+    __path__.append(os.environ["BERTENGINE_NATIVE_DIR"])  # noqa: F821
+
+from . import _native
+from .errors import (AbortedError, BackendError, BertError, CheckpointError, ConfigError,
+                     DataError, DistributedError, EngineIOError, InternalError,
+                     InvalidArgumentError, OutOfMemoryError, UnsupportedError, from_status)
+from .session import Dist, EvalResult, MemoryInfo, Session, StepResult
+
+__all__ = ["Session", "Dist", "StepResult", "EvalResult", "MemoryInfo", "BertError", "InvalidArgumentError",
+           "ConfigError", "EngineIOError", "DataError", "CheckpointError", "OutOfMemoryError",
+           "BackendError", "DistributedError", "AbortedError", "UnsupportedError",
+           "InternalError", "version", "api_version", "nccl_unique_id"]
+
+logger = logging.getLogger("bertengine")
+_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
+
+
+def _log(level: int, message: str) -> None:
+    logger.log(_LEVELS[level] if 0 <= level < len(_LEVELS) else logging.ERROR, message)
+
+
+_native.set_error_factory(from_status)
+_native.set_log_sink(_log)
+
+if _native.api_version() != _native.HEADER_API_VERSION:
+    raise ImportError(f"libbert ABI version {_native.api_version()} does not match the binding's "
+                      f"{_native.HEADER_API_VERSION}")
+
+
+def version() -> str:
+    """The engine library's version string."""
+    return _native.version()
+
+
+def nccl_unique_id() -> bytes:
+    """NCCL's 128-byte bootstrap id (bert_dist_unique_id): make it on rank 0, carry it to every
+    rank and pass it as Dist(nccl_unique_id=...). UnsupportedError in a build without NCCL."""
+    return _native.dist_unique_id()
+
+
+def api_version() -> int:
+    """The engine library's ABI version."""
+    return _native.api_version()

@@ -1,0 +1,430 @@
+// bertengine._native: the pybind11 layer over capi/bert.h. It only translates: NumPy buffers to
+// bert_batch pointers, statuses to Python exceptions (built by bertengine.errors), the log
+// callback to a Python callable. Long calls run on a per-session worker thread with the GIL
+// released while the caller waits in slices, so Ctrl-C aborts them through bert_session_abort.
+#include <bert.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace py = pybind11;
+
+namespace {
+
+py::object g_error_factory;  // bertengine.errors.from_status(status, name, message) -> exception
+py::object g_log_sink;       // callable(level: int, message: str) or None
+
+struct CallError {
+  bert_status status;
+  std::string message;
+};
+
+[[noreturn]] void raise(const CallError& e) {
+  py::object exc = g_error_factory(static_cast<int>(e.status), bert_status_string(e.status), e.message);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+// Throws the matching BertError when st is not BERT_OK. Must run on the thread that made the call
+// (bert_last_error is thread-local).
+void check(bert_status st) {
+  if (st != BERT_OK) raise(CallError{st, bert_last_error()});
+}
+
+void log_trampoline(bert_log_level level, const char* message, void*) {
+  py::gil_scoped_acquire gil;
+  if (!g_log_sink || g_log_sink.is_none()) return;
+  try {
+    g_log_sink(static_cast<int>(level), std::string(message));
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("bertengine log callback");
+  }
+}
+
+// One thread that runs a session's calls; a session is used by one thread at a time, so tasks
+// never overlap. Reusing the thread keeps the engine's thread pool warm across steps.
+class Worker {
+ public:
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Runs fn on the worker; returns when it finished. With the GIL released, waits in 50 ms
+  // slices and checks for signals; on a pending signal calls on_interrupt once, waits for fn to
+  // finish and rethrows the signal's exception (KeyboardInterrupt).
+  void run(const std::function<void()>& fn, const std::function<void()>& on_interrupt) {
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      task_ = fn;
+      done_ = false;
+    }
+    cv_.notify_all();
+    bool interrupted = false;
+    for (;;) {
+      bool finished;
+      {
+        py::gil_scoped_release release;
+        std::unique_lock<std::mutex> lock(mu_);
+        finished = cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return done_; });
+      }
+      if (finished) break;
+      if (!interrupted && PyErr_CheckSignals() != 0) {
+        interrupted = true;
+        on_interrupt();
+      }
+    }
+    if (interrupted) throw py::error_already_set();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || (task_ && !done_); });
+      if (stop_) return;
+      auto fn = std::move(task_);
+      task_ = nullptr;
+      lock.unlock();
+      fn();
+      lock.lock();
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> task_;
+  bool done_ = true;
+  bool stop_ = false;
+};
+
+const int32_t* int32_data(const py::array& a, const char* field) {
+  if (!py::isinstance<py::array_t<int32_t>>(a) || !(a.flags() & py::array::c_style))
+    throw py::value_error(std::string("batch field '") + field + "' must be a C-contiguous int32 array");
+  return static_cast<const int32_t*>(a.data());
+}
+
+py::dict step_dict(const bert_step_result& r) {
+  py::dict d;
+  d["step"] = r.step;
+  d["loss"] = r.loss;
+  d["mlm_loss"] = r.mlm_loss;
+  d["nsp_loss"] = r.nsp_loss;
+  d["learning_rate"] = r.learning_rate;
+  d["grad_norm"] = r.grad_norm;
+  d["loss_scale"] = r.loss_scale;
+  d["skipped"] = r.skipped != 0;
+  d["micro_batches"] = r.micro_batches;
+  d["sequences"] = r.sequences;
+  d["step_seconds"] = r.step_seconds;
+  d["sequences_per_second"] = r.sequences_per_second;
+  d["tokens_per_second"] = r.tokens_per_second;
+  return d;
+}
+
+py::dict eval_dict(const bert_eval_result& r) {
+  py::dict d;
+  d["mlm_accuracy"] = r.mlm_accuracy;
+  d["mlm_loss"] = r.mlm_loss;
+  d["nsp_accuracy"] = r.nsp_accuracy;
+  d["nsp_loss"] = r.nsp_loss;
+  d["sequences"] = r.sequences;
+  d["masked_tokens"] = r.masked_tokens;
+  return d;
+}
+
+// Owns one bert_session*. Batches arrive as the six arrays already validated by the Python
+// layer (bertengine.batch); this class re-checks dtype and layout before taking pointers.
+class NativeSession {
+ public:
+  NativeSession(const std::string& config, int backend, int rank, int world_size, int local_rank,
+                const py::object& nccl_unique_id) {
+    bert_dist dist;
+    bert_dist_init(&dist);
+    dist.backend = static_cast<bert_dist_backend>(backend);
+    dist.rank = rank;
+    dist.world_size = world_size;
+    dist.local_rank = local_rank;
+    if (!nccl_unique_id.is_none()) {
+      std::string id = nccl_unique_id.cast<py::bytes>();
+      if (id.size() != sizeof dist.nccl_unique_id) throw py::value_error("nccl_unique_id must be 128 bytes");
+      std::memcpy(dist.nccl_unique_id, id.data(), id.size());
+      dist.has_nccl_unique_id = 1;
+    }
+    CallError err{BERT_OK, {}};
+    bert_session* s = nullptr;
+    {
+      py::gil_scoped_release release;
+      err.status = bert_session_create(config.c_str(), &dist, &s);
+      if (err.status != BERT_OK) err.message = bert_last_error();
+    }
+    if (err.status != BERT_OK) raise(err);
+    session_ = s;
+  }
+  ~NativeSession() { close(); }
+
+  void close() {
+    if (busy_.load()) {
+      raise(CallError{BERT_ERR_INVALID_ARGUMENT,
+                      "cannot close the session while a call runs on another thread (abort() it first)"});
+    }
+    worker_.reset();
+    bert_session_destroy(session_);
+    session_ = nullptr;
+  }
+  bool closed() const { return session_ == nullptr; }
+  void abort() { bert_session_abort(live()); }
+  std::string config() {
+    Busy busy(this);
+    return bert_session_config(live());
+  }
+
+  py::dict step(const py::object& arrays) {
+    bert_step_result r;
+    bert_step_result_init(&r);
+    with_batch(arrays, [&](bert_session* s, const bert_batch* b) { return bert_step(s, b, &r); });
+    return step_dict(r);
+  }
+  py::dict forward_backward(const py::object& arrays) {
+    bert_step_result r;
+    bert_step_result_init(&r);
+    with_batch(arrays, [&](bert_session* s, const bert_batch* b) { return bert_forward_backward(s, b, &r); });
+    return step_dict(r);
+  }
+  py::dict eval(const py::object& arrays) {
+    bert_eval_result r;
+    bert_eval_result_init(&r);
+    with_batch(arrays, [&](bert_session* s, const bert_batch* b) { return bert_eval(s, b, &r); });
+    return eval_dict(r);
+  }
+  void allreduce() {
+    call([](bert_session* s) { return bert_allreduce(s); });
+  }
+  py::dict optimizer_step() {
+    bert_step_result r;
+    bert_step_result_init(&r);
+    call([&](bert_session* s) { return bert_optimizer_step(s, &r); });
+    return step_dict(r);
+  }
+  void allreduce_host(py::array_t<float, py::array::c_style> data, int op) {
+    if (!py::isinstance<py::array_t<float>>(data)) throw py::value_error("allreduce_host needs a float32 array");
+    float* ptr = data.mutable_data();
+    size_t n = static_cast<size_t>(data.size());
+    call([&](bert_session* s) { return bert_allreduce_host(s, ptr, n, static_cast<bert_reduce_op>(op)); });
+  }
+  void checkpoint(const py::object& path) {
+    std::string p = path.is_none() ? std::string() : path.cast<std::string>();
+    bool has = !path.is_none();
+    call([&](bert_session* s) { return bert_checkpoint(s, has ? p.c_str() : nullptr); });
+  }
+  void load_checkpoint(const std::string& path) {
+    call([&](bert_session* s) { return bert_checkpoint_load(s, path.c_str()); });
+  }
+  void load_weights(const std::string& path) {
+    call([&](bert_session* s) { return bert_checkpoint_load_weights(s, path.c_str()); });
+  }
+  int64_t resume(const py::object& dir) {
+    std::string d = dir.is_none() ? std::string() : dir.cast<std::string>();
+    bool has = !dir.is_none();
+    int64_t step = -1;
+    call([&](bert_session* s) { return bert_checkpoint_resume(s, has ? d.c_str() : nullptr, &step); });
+    return step;
+  }
+
+  py::dict memory() {
+    Busy busy(this);
+    bert_memory_info info;
+    bert_memory_info_init(&info);
+    check(bert_session_memory(live(), &info));
+    py::dict d;
+    d["parameter_bytes"] = info.parameter_bytes;
+    d["gradient_bytes"] = info.gradient_bytes;
+    d["optimizer_bytes"] = info.optimizer_bytes;
+    d["activation_bytes"] = info.activation_bytes;
+    d["peak_device_bytes"] = info.peak_device_bytes;
+    return d;
+  }
+
+  py::list params() {
+    Busy busy(this);
+    size_t count = 0;
+    check(bert_param_count(live(), &count));
+    py::list out;
+    for (size_t i = 0; i < count; ++i) {
+      const char* name = nullptr;
+      int ndim = 0;
+      int64_t shape[4] = {0, 0, 0, 0};
+      check(bert_param_info(live(), i, &name, &ndim, shape));
+      py::tuple t(ndim);
+      for (int d = 0; d < ndim; ++d) t[d] = shape[d];
+      out.append(py::make_tuple(std::string(name), t));
+    }
+    return out;
+  }
+  void read_param(const std::string& name, py::array_t<float, py::array::c_style> dst, bool grad) {
+    Busy busy(this);
+    float* ptr = dst.mutable_data();
+    size_t n = static_cast<size_t>(dst.size());
+    bert_session* s = live();
+    bert_status st;
+    {
+      py::gil_scoped_release release;
+      st = grad ? bert_grad_read(s, name.c_str(), ptr, n) : bert_param_read(s, name.c_str(), ptr, n);
+      if (st != BERT_OK) last_ = bert_last_error();
+    }
+    if (st != BERT_OK) raise(CallError{st, last_});
+  }
+  void write_param(const std::string& name, py::array_t<float, py::array::c_style> src) {
+    Busy busy(this);
+    const float* ptr = src.data();
+    size_t n = static_cast<size_t>(src.size());
+    bert_session* s = live();
+    bert_status st;
+    {
+      py::gil_scoped_release release;
+      st = bert_param_write(s, name.c_str(), ptr, n);
+      if (st != BERT_OK) last_ = bert_last_error();
+    }
+    if (st != BERT_OK) raise(CallError{st, last_});
+  }
+
+ private:
+  // Marks the session in use for one call: the engine allows one thread at a time, and Python
+  // threads could otherwise overlap calls (the GIL is released while a call runs).
+  struct Busy {
+    explicit Busy(NativeSession* s) : self(s) {
+      bool expected = false;
+      if (!self->busy_.compare_exchange_strong(expected, true)) {
+        raise(CallError{BERT_ERR_INVALID_ARGUMENT,
+                        "the session is in use by a call on another thread (one thread at a time)"});
+      }
+    }
+    ~Busy() { self->busy_.store(false); }
+    NativeSession* self;
+  };
+
+  bert_session* live() const {
+    if (!session_) raise(CallError{BERT_ERR_INVALID_ARGUMENT, "the session is closed"});
+    return session_;
+  }
+
+  // Runs fn(session) on the worker thread; Ctrl-C aborts it; a failure raises BertError.
+  template <class F>
+  void call(F&& fn) {
+    Busy busy(this);
+    bert_session* s = live();
+    if (!worker_) worker_ = std::make_unique<Worker>();
+    CallError err{BERT_OK, {}};
+    worker_->run(
+        [&] {
+          err.status = fn(s);
+          if (err.status != BERT_OK) err.message = bert_last_error();
+        },
+        [s] { bert_session_abort(s); });
+    if (err.status != BERT_OK) raise(err);
+  }
+
+  // arrays: None or a tuple (input_ids, segment_ids, input_mask, masked_lm_positions,
+  // masked_lm_ids, next_sentence_labels) of C-contiguous int32 arrays with shapes
+  // [B,S], [B,S], [B,S], [B,P], [B,P], [B] (checked by the Python layer).
+  template <class F>
+  void with_batch(const py::object& arrays, F&& fn) {
+    if (arrays.is_none()) {
+      call([&](bert_session* s) { return fn(s, nullptr); });
+      return;
+    }
+    py::tuple t = arrays.cast<py::tuple>();
+    if (t.size() != 6) throw py::value_error("a batch is six arrays");
+    py::array a[6];
+    for (int i = 0; i < 6; ++i) a[i] = t[i].cast<py::array>();
+    static const char* names[6] = {"input_ids", "segment_ids", "input_mask",
+                                   "masked_lm_positions", "masked_lm_ids", "next_sentence_labels"};
+    bert_batch b;
+    bert_batch_init(&b);
+    const int32_t* ptrs[6];
+    for (int i = 0; i < 6; ++i) ptrs[i] = int32_data(a[i], names[i]);
+    if (a[0].ndim() != 2 || a[3].ndim() != 2 || a[5].ndim() != 1)
+      throw py::value_error("batch arrays have the wrong number of dimensions");
+    b.batch_size = static_cast<int32_t>(a[0].shape(0));
+    b.seq_length = static_cast<int32_t>(a[0].shape(1));
+    b.max_predictions = static_cast<int32_t>(a[3].shape(1));
+    b.input_ids = ptrs[0];
+    b.segment_ids = ptrs[1];
+    b.input_mask = ptrs[2];
+    b.masked_lm_positions = ptrs[3];
+    b.masked_lm_ids = ptrs[4];
+    b.next_sentence_labels = ptrs[5];
+    call([&](bert_session* s) { return fn(s, &b); });
+  }
+
+  bert_session* session_ = nullptr;
+  std::unique_ptr<Worker> worker_;
+  std::string last_;
+  std::atomic<bool> busy_{false};
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "Low-level binding of capi/bert.h; use the bertengine package instead.";
+  m.def("version", [] { return std::string(bert_version()); });
+  m.def("api_version", &bert_api_version);
+  m.attr("HEADER_API_VERSION") = BERT_API_VERSION;
+  m.def("status_string", [](int st) { return std::string(bert_status_string(static_cast<bert_status>(st))); });
+  m.def("last_error", [] { return std::string(bert_last_error()); });
+  m.def("dist_unique_id", [] {
+    unsigned char id[128];
+    check(bert_dist_unique_id(id));
+    return py::bytes(reinterpret_cast<const char*>(id), sizeof id);
+  });
+  m.def("set_error_factory", [](py::object f) { g_error_factory = std::move(f); });
+  m.def("set_log_sink", [](py::object sink) {
+    bool on = !sink.is_none();
+    g_log_sink = std::move(sink);
+    bert_set_log_callback(on ? &log_trampoline : nullptr, nullptr);
+  });
+
+  py::class_<NativeSession>(m, "NativeSession")
+      .def(py::init<const std::string&, int, int, int, int, const py::object&>())
+      .def("close", &NativeSession::close)
+      .def_property_readonly("closed", &NativeSession::closed)
+      .def("abort", &NativeSession::abort)
+      .def("config", &NativeSession::config)
+      .def("step", &NativeSession::step)
+      .def("forward_backward", &NativeSession::forward_backward)
+      .def("eval", &NativeSession::eval)
+      .def("allreduce", &NativeSession::allreduce)
+      .def("optimizer_step", &NativeSession::optimizer_step)
+      .def("allreduce_host", &NativeSession::allreduce_host, py::arg("data").noconvert(), py::arg("op"))
+      .def("checkpoint", &NativeSession::checkpoint)
+      .def("load_checkpoint", &NativeSession::load_checkpoint)
+      .def("load_weights", &NativeSession::load_weights)
+      .def("resume", &NativeSession::resume)
+      .def("memory", &NativeSession::memory)
+      .def("params", &NativeSession::params)
+      .def("read_param", &NativeSession::read_param, py::arg("name"), py::arg("dst").noconvert(), py::arg("grad"))
+      .def("write_param", &NativeSession::write_param, py::arg("name"), py::arg("src").noconvert());
+
+  // Detach the log sink before the interpreter goes away.
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    bert_set_log_callback(nullptr, nullptr);
+    g_log_sink = py::none();
+    g_error_factory = py::none();
+  }));
+}

@@ -1,0 +1,85 @@
+//! Locates libbert (BERT_LIB_DIR, else the `pkg-config` program with package "bert") and links
+//! it; passes its directory on to dependent build scripts (DEP_BERT_LIB_DIR) for their rpath.
+//! When a C compiler (`cc`, or $CC) and bert.h are available it also compiles
+//! shim/layout.c, which the layout test links to compare struct sizes and offsets with C's.
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn pkg_config(args: &[&str]) -> Option<String> {
+    let out = Command::new("pkg-config")
+        .args(args)
+        .arg("bert")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn flag_dirs(flags: &str, prefix: &str) -> Vec<PathBuf> {
+    flags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix(prefix))
+        .map(PathBuf::from)
+        .collect()
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=BERT_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=BERT_INCLUDE_DIR");
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rerun-if-changed=shim/layout.c");
+    println!("cargo::rustc-check-cfg=cfg(bert_layout_shim)");
+
+    let lib_dirs = match env::var("BERT_LIB_DIR") {
+        Ok(dir) if !dir.is_empty() => vec![PathBuf::from(dir)],
+        _ => match pkg_config(&["--libs-only-L"]) {
+            Some(flags) => flag_dirs(&flags, "-L"),
+            None => {
+                println!("cargo:warning=libbert not located: set BERT_LIB_DIR or make `pkg-config bert` work; trying the default library path");
+                Vec::new()
+            }
+        },
+    };
+    for dir in &lib_dirs {
+        println!("cargo:rustc-link-search=native={}", dir.display());
+    }
+    println!("cargo:rustc-link-lib=dylib=bert");
+    let joined: Vec<String> = lib_dirs.iter().map(|d| d.display().to_string()).collect();
+    println!("cargo:lib_dir={}", joined.join(":"));
+    for dir in &lib_dirs {
+        println!("cargo:rustc-link-arg-tests=-Wl,-rpath,{}", dir.display());
+    }
+
+    // Header directories for the layout shim: BERT_INCLUDE_DIR, pkg-config, the source tree.
+    let mut inc: Vec<PathBuf> = Vec::new();
+    if let Ok(dir) = env::var("BERT_INCLUDE_DIR") {
+        inc.push(PathBuf::from(dir));
+    }
+    if let Some(flags) = pkg_config(&["--cflags-only-I"]) {
+        inc.extend(flag_dirs(&flags, "-I"));
+    }
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    inc.push(manifest.join("../../../capi"));
+    let Some(header_dir) = inc.into_iter().find(|d| d.join("bert.h").is_file()) else {
+        println!("cargo:warning=bert.h not found (set BERT_INCLUDE_DIR): the struct layout test is skipped");
+        return;
+    };
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bert_layout_shim.o");
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let status = Command::new(&cc)
+        .args(["-std=c99", "-c", "-fPIC", "-o"])
+        .arg(&out)
+        .arg("-I")
+        .arg(&header_dir)
+        .arg(manifest.join("shim/layout.c"))
+        .status();
+    match status {
+        Ok(s) if s.success() && Path::new(&out).exists() => {
+            println!("cargo:rustc-cfg=bert_layout_shim");
+            println!("cargo:rustc-link-arg-tests={}", out.display());
+        }
+        _ => println!("cargo:warning=could not compile shim/layout.c with `{cc}`: the struct layout test is skipped"),
+    }
+}
