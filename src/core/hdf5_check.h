@@ -17,7 +17,12 @@ class Hdf5Silence {  // disables HDF5's automatic error printing for its lifetim
     H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   }
-  ~Hdf5Silence() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  // Clearing the stack releases the error records a failed call left: records left on a
+  // worker thread's stack keep HDF5 from closing cleanly at process exit.
+  ~Hdf5Silence() {
+    H5Eclear2(H5E_DEFAULT);
+    H5Eset_auto2(H5E_DEFAULT, func_, data_);
+  }
 
  private:
   H5E_auto2_t func_ = nullptr;

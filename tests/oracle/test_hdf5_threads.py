@@ -1,0 +1,31 @@
+"""A checkpoint that fails to open on a worker thread (as in the Python and Go bindings, which
+run engine calls off the main thread) must leave HDF5 able to shut down cleanly at exit."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+LIB = os.environ.get("BERT_LIB", "")
+pytestmark = pytest.mark.skipif(not os.path.exists(LIB), reason="libbert is not built (BERT_LIB)")
+
+
+def test_failed_open_on_worker_thread_exits_cleanly(tmp_path):
+    (tmp_path / "ckpt_5.h5").write_bytes(b"not an HDF5 file" * 100)
+    program = textwrap.dedent(f"""
+        import ctypes, threading
+        lib = ctypes.CDLL({LIB!r})
+        s = ctypes.c_void_p()
+        assert lib.bert_session_create(b'{{"model": "bert-tiny", "train": {{"threads": 1}}}}', None, ctypes.byref(s)) == 0
+        step = ctypes.c_int64(0)
+        def work():
+            assert lib.bert_checkpoint_resume(s, {str(tmp_path).encode()!r}, ctypes.byref(step)) == 0
+        t = threading.Thread(target=work); t.start(); t.join()
+        assert step.value == -1
+        lib.bert_session_destroy(s)
+    """)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "skipping checkpoint" in result.stderr
+    assert "HDF5" not in result.stderr, result.stderr
