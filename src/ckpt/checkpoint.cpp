@@ -1,4 +1,5 @@
-// Checkpoint file writing and reading with the HDF5 C API.
+// Checkpoint file writing and reading with the HDF5 C API. Files are assembled in memory and
+// written with plain POSIX calls, so a full disk gives a clean error and no half-written file.
 #include "ckpt/checkpoint.h"
 
 #include <fcntl.h>
@@ -165,6 +166,55 @@ void check_writable_dir(const std::string& dir) {
   if (::access(dir.c_str(), W_OK) != 0) fail(Code::io, "directory '", dir, "' is not writable: ", std::strerror(errno));
 }
 
+// Builds the whole HDF5 file in memory (HDF5's core driver, no backing store): nothing
+// HDF5 does can then fail for lack of disk space and leave a half-closed file behind.
+std::vector<char> hdf5_image(const CheckpointContents& c, const std::string& name) {
+  Hdf5Id fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), Code::io, name), H5Pclose);
+  H5_CHECK(H5Pset_fapl_core(fapl.get(), 64 << 20, 0), Code::io, name);
+  Hdf5Id file(H5_CHECK(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), Code::io, name), H5Fclose);
+  write_int_attr(file.get(), "format_version", c.format_version, name);
+  write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, name);
+  write_string_attr(file.get(), "config", c.config_json, name);
+  write_string_attr(file.get(), "state", c.state.dump(), name);
+  write_string_attr(file.get(), "checksum", std::to_string(checksum(c)), name);
+  write_string_attr(file.get(), "index", tensor_index(c).dump(), name);
+  write_group(file.get(), "model", c.model, name);
+  if (c.has_optimizer()) {
+    Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, name),
+               H5Gclose);
+    write_group(opt.get(), "exp_avg", c.exp_avg, name);
+    write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, name);
+  }
+  H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, name);
+  const ssize_t size = H5_CHECK(H5Fget_file_image(file.get(), nullptr, 0), Code::io, name);
+  std::vector<char> image(static_cast<size_t>(size));
+  H5_CHECK(H5Fget_file_image(file.get(), image.data(), image.size()), Code::io, name);
+  return image;
+}
+
+// Writes bytes to a new file and fsyncs it; Error(io) with the OS reason on any failure.
+void write_file_synced(const std::string& path, const std::vector<char>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(Code::io, "cannot create '", path, "': ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      fail(Code::io, "writing '", path, "' failed after ", done, " of ", bytes.size(), " bytes: ", std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(Code::io, "fsync of '", path, "' failed: ", std::strerror(err));
+  }
+  if (::close(fd) != 0) fail(Code::io, "closing '", path, "' failed: ", std::strerror(errno));
+}
+
 void write_checkpoint(const std::string& path, const CheckpointContents& c) {
   const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   try {
@@ -172,29 +222,14 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
   } catch (const Error& e) {
     fail(Code::io, "cannot write checkpoint '", path, "': ", e.what());
   }
-  Hdf5Silence silence;
+  std::vector<char> image;
+  {
+    Hdf5Silence silence;
+    image = hdf5_image(c, path);
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
-    {
-      Hdf5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-      if (file.get() < 0) fail(Code::io, "cannot create checkpoint file '", tmp, "'");
-      write_int_attr(file.get(), "format_version", c.format_version, tmp);
-      write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, tmp);
-      write_string_attr(file.get(), "config", c.config_json, tmp);
-      write_string_attr(file.get(), "state", c.state.dump(), tmp);
-      write_string_attr(file.get(), "checksum", std::to_string(checksum(c)), tmp);
-      write_string_attr(file.get(), "index", tensor_index(c).dump(), tmp);
-      write_group(file.get(), "model", c.model, tmp);
-      if (c.has_optimizer()) {
-        Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
-                   H5Gclose);
-        write_group(opt.get(), "exp_avg", c.exp_avg, tmp);
-        write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp);
-      }
-      H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, tmp);
-      H5_CHECK(H5Fclose(file.release()), Code::io, tmp);  // the last metadata write can fail too
-    }
-    fsync_path(tmp, false);
+    write_file_synced(tmp, image);
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       fail(Code::io, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
     }

@@ -1,6 +1,8 @@
 // Communicator: the collectives data-parallel training needs, behind one interface
 // (local = one rank; MPI for CPU ranks; NCCL for GPU ranks). Buffers passed to the gradient
-// collectives are backend memory; the *_host variants take host memory.
+// collectives are backend memory; the *_host variants take host memory. Every collective
+// either completes or throws Error(distributed) naming the operation (after dist.timeout_s
+// when a peer stops answering); a communicator that failed once refuses further calls.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // Rank among the processes of this machine (picks the GPU); 0 for the local communicator.
+  virtual int local_rank() const { return 0; }
   virtual std::string name() const = 0;
   // In-place sum over ranks of n floats in backend memory.
   virtual void allreduce_sum(float* data, int64_t n) = 0;

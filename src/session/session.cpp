@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <thread>
 
 #include "ckpt/checkpoint.h"
@@ -27,7 +29,11 @@ double seconds_since(Clock::time_point t0) {
 std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   if (c.device == "cpu") return make_cpu_ops(c.train.threads);
   const int index = c.device == "cuda" ? local_rank : std::stoi(c.device.substr(5));
-  std::unique_ptr<Ops> ops = make_cuda_ops(index);
+  if (c.train.precision == "fp16") {
+    fail(Code::unsupported, "config key 'train.precision' = \"fp16\": fp16 with dynamic loss scaling is not implemented "
+         "yet; use \"bf16\" or \"tf32\"");
+  }
+  std::unique_ptr<Ops> ops = make_cuda_ops(index, c.train.precision);
   if (!ops) fail(Code::unsupported, "config key 'device' = \"", c.device, "\": this build of bertengine has no CUDA backend");
   return ops;
 }
@@ -210,13 +216,21 @@ void Session::measure_token_imbalance() {
   std::vector<float> tokens(comm_->world_size(), 0.0f);
   tokens[comm_->rank()] = static_cast<float>(accum_tokens_);
   comm_->allreduce_host(tokens.data(), static_cast<int64_t>(tokens.size()), ReduceOp::sum);
-  double sum = 0, heaviest = 0;
-  for (float t : tokens) {
-    sum += t;
-    heaviest = std::max<double>(heaviest, t);
+  double sum = 0;
+  size_t heaviest = 0;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    sum += tokens[r];
+    if (tokens[r] > tokens[heaviest]) heaviest = r;
   }
   const double mean = sum / tokens.size();
-  token_imbalance_ = mean > 0 ? heaviest / mean - 1.0 : 0.0;
+  token_imbalance_ = mean > 0 ? tokens[heaviest] / mean - 1.0 : 0.0;
+  if (comm_->rank() == 0 && (global_step_ + 1) % config_.train.log_every == 0) {
+    std::ostringstream os;
+    os << "step " << global_step_ + 1 << ": real tokens per rank: mean " << mean << ", heaviest rank " << heaviest
+       << " " << tokens[heaviest] << ", imbalance " << std::fixed << std::setprecision(2) << 100.0 * token_imbalance_
+       << "%";
+    log_message(log_info, os.str());
+  }
 }
 
 StepStats Session::optimizer_step() {

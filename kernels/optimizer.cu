@@ -1,0 +1,82 @@
+// Multi-tensor optimizer kernels over the flat parameter buffer: the Adam direction shared by
+// LAMB and AdamW (moments updated in place, fp32 master state), the per-segment scaled update,
+// and a plain scale. One launch covers every segment through a chunk table (SegmentTable).
+#include "backend/cuda/kernel_launch.h"
+#include "common.cuh"
+
+namespace bert::kernels {
+namespace {
+
+// g = grad·grad_scale; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
+// update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay · param.
+__global__ void adam_direction_kernel(float* update, float* m, float* v, const float* grad,
+                                      const float* param, SegmentTable table, AdamStepArgs args) {
+  const int64_t c = blockIdx.x;
+  const int s = segment_of_chunk(table.chunk_start, table.segments, c);
+  const int64_t begin = (c - table.chunk_start[s]) * kSegmentChunk;
+  const int64_t end = min(table.size[s], begin + kSegmentChunk);
+  const int64_t base = table.offset[s];
+  const float wd = table.value[s];
+  for (int64_t i = base + begin + threadIdx.x; i < base + end; i += blockDim.x) {
+    // Explicitly rounded operations (no FMA contraction) in the CPU's order: the same bits.
+    const float g = __fmul_rn(grad[i], args.grad_scale);
+    const float mi = __fadd_rn(__fmul_rn(args.beta1, m[i]), __fmul_rn(1.0f - args.beta1, g));
+    const float vi = __fadd_rn(__fmul_rn(args.beta2, v[i]),
+                               __fmul_rn(__fmul_rn(1.0f - args.beta2, g), g));
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, args.bias_correction2)), args.eps);
+    update[i] = __fadd_rn(__fdiv_rn(__fdiv_rn(mi, args.bias_correction1), denom),
+                          __fmul_rn(wd, param[i]));
+  }
+}
+
+__global__ void apply_update_kernel(float* param, const float* update, SegmentTable table) {
+  const int64_t c = blockIdx.x;
+  const int s = segment_of_chunk(table.chunk_start, table.segments, c);
+  const int64_t begin = (c - table.chunk_start[s]) * kSegmentChunk;
+  const int64_t end = min(table.size[s], begin + kSegmentChunk);
+  const int64_t base = table.offset[s];
+  const float scale = table.value[s];
+  for (int64_t i = base + begin + threadIdx.x; i < base + end; i += blockDim.x)
+    param[i] = __fsub_rn(param[i], __fmul_rn(scale, update[i]));
+}
+
+__global__ void scale_kernel(float* x, float a, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] *= a;
+}
+
+void check_chunks(const SegmentTable& table, const char* op) {
+  BERT_CHECK(table.chunks <= 0x7fffffff, Code::invalid_argument, op, ": ", table.chunks,
+             " chunks is too many");
+}
+
+}  // namespace
+
+void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
+                    const SegmentTable& table, const AdamStepArgs& args, cudaStream_t stream) {
+  if (table.chunks == 0) return;
+  check_chunks(table, "adam_direction");
+  adam_direction_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(
+      update, m, v, grad, param, table, args);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void apply_update(float* param, const float* update, const SegmentTable& table,
+                  cudaStream_t stream) {
+  if (table.chunks == 0) return;
+  check_chunks(table, "apply_update");
+  apply_update_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(param, update,
+                                                                                    table);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void scale(float* x, float a, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, a, n);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace bert::kernels

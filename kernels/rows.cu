@@ -1,0 +1,90 @@
+// Row gathers and deterministic row scatter-adds (MLM head gathers, embedding backward).
+// scatter_add_rows stably radix-sorts (row, i) pairs with CUB; the first position of each run of
+// equal rows owns that row and adds its sources in increasing i — no float atomics, and the
+// same summation order as the CPU reference.
+#include <cub/device/device_radix_sort.cuh>
+
+#include "backend/cuda/kernel_launch.h"
+#include "common.cuh"
+
+namespace bert::kernels {
+namespace {
+
+__global__ void gather_rows_kernel(float* out, const float* in, const int32_t* rows, int H) {
+  const int64_t i = blockIdx.x;
+  const float* src = in + static_cast<int64_t>(rows[i]) * H;
+  float* dst = out + i * H;
+  for (int j = threadIdx.x; j < H; j += blockDim.x) dst[j] = src[j];
+}
+
+__global__ void iota_kernel(int32_t* values, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    values[i] = i;
+}
+
+// Block b handles sorted position b when it starts a run of equal row ids.
+__global__ void segmented_add_kernel(float* dst, const float* src, const int32_t* sorted_rows,
+                                     const int32_t* sorted_index, int n, int H) {
+  const int start = blockIdx.x;
+  const int32_t row = sorted_rows[start];
+  if (start > 0 && sorted_rows[start - 1] == row) return;
+  int end = start + 1;
+  while (end < n && sorted_rows[end] == row) ++end;
+  float* d = dst + static_cast<int64_t>(row) * H;
+  for (int j = threadIdx.x; j < H; j += blockDim.x) {
+    float acc = d[j];
+    for (int k = start; k < end; ++k) acc += src[static_cast<int64_t>(sorted_index[k]) * H + j];
+    d[j] = acc;
+  }
+}
+
+size_t cub_sort_bytes(int n) {
+  size_t bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr),
+                                             static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), n));
+  return bytes;
+}
+
+size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace
+
+void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H,
+                 cudaStream_t stream) {
+  if (n == 0) return;
+  BERT_CHECK(n <= 0x7fffffff, Code::invalid_argument, "gather_rows: ", n, " rows is too many");
+  gather_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(out, in, rows, H);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+size_t scatter_add_scratch_bytes(int64_t n) {
+  BERT_CHECK(n <= 0x7fffffff, Code::invalid_argument, "scatter_add_rows: ", n,
+             " rows is too many");
+  const size_t ints = align_up(static_cast<size_t>(n) * sizeof(int32_t));
+  return 3 * ints + cub_sort_bytes(static_cast<int>(n));
+}
+
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H,
+                      void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  if (n == 0) return;
+  const int count = static_cast<int>(n);
+  const size_t ints = align_up(static_cast<size_t>(n) * sizeof(int32_t));
+  char* base = static_cast<char*>(scratch);
+  auto* index = reinterpret_cast<int32_t*>(base);              // [n] 0..n-1
+  auto* sorted_rows = reinterpret_cast<int32_t*>(base + ints);   // [n]
+  auto* sorted_index = reinterpret_cast<int32_t*>(base + 2 * ints);  // [n]
+  void* temp = base + 3 * ints;
+  size_t temp_bytes = scratch_bytes - 3 * ints;
+  iota_kernel<<<grid_for(n), kThreads, 0, stream>>>(index, count);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, rows, sorted_rows, index,
+                                             sorted_index, count, 0, 32, stream));
+  const int threads = H < kThreads ? ((H + 31) / 32) * 32 : kThreads;
+  segmented_add_kernel<<<static_cast<unsigned>(count), threads, 0, stream>>>(
+      dst, src, sorted_rows, sorted_index, count, H);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace bert::kernels

@@ -1,0 +1,92 @@
+// Softmax cross-entropy fused with its gradient, one block per row of logits[M, ld] over the
+// first V columns (columns V..ld-1 are padding: excluded, gradient 0). Rows with a negative
+// label are ignored (loss 0, not correct, gradient 0). argmax takes the first maximal column.
+#include "backend/cuda/kernel_launch.h"
+#include "common.cuh"
+
+namespace bert::kernels {
+namespace {
+
+__global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* correct,
+                                    const float* logits, const int32_t* labels, int V, int ld,
+                                    float grad_scale) {
+  __shared__ float s_max[32];
+  __shared__ int s_idx[32];
+  __shared__ float s_sum[32];
+  const int64_t row = blockIdx.x;
+  const float* x = logits + row * ld;  // [ld]
+  float* dx = dlogits + row * ld;      // [ld] (may alias x)
+  const int label = labels[row];
+  if (label < 0) {
+    for (int j = threadIdx.x; j < ld; j += blockDim.x) dx[j] = 0.0f;
+    if (threadIdx.x == 0) {
+      losses[row] = 0.0f;
+      if (correct != nullptr) correct[row] = 0;
+    }
+    return;
+  }
+  // Max and first argmax: each thread scans increasing columns, then a fixed-order tree that
+  // prefers the lower index on ties.
+  float best = -INFINITY;
+  int best_idx = V;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) {
+    const float v = x[j];
+    if (v > best) {
+      best = v;
+      best_idx = j;
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_idx, offset);
+    if (ov > best || (ov == best && oi < best_idx)) {
+      best = ov;
+      best_idx = oi;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    s_max[warp] = best;
+    s_idx[warp] = best_idx;
+  }
+  __syncthreads();
+  best = lane < warps ? s_max[lane] : -INFINITY;
+  best_idx = lane < warps ? s_idx[lane] : V;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_idx, offset);
+    if (ov > best || (ov == best && oi < best_idx)) {
+      best = ov;
+      best_idx = oi;
+    }
+  }
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) sum += expf(x[j] - best);
+  sum = block_sum(sum, s_sum);
+  const float label_logit = label < V ? x[label] : NAN;
+  __syncthreads();  // every thread has read x[label] before dx (which may alias x) is written
+  if (threadIdx.x == 0) {
+    losses[row] = logf(sum) + best - label_logit;
+    if (correct != nullptr) correct[row] = best_idx == label ? 1 : 0;
+  }
+  const float inv_sum = 1.0f / sum;
+  for (int j = threadIdx.x; j < ld; j += blockDim.x) {
+    float g = 0.0f;
+    if (j < V) g = (expf(x[j] - best) * inv_sum - (j == label ? 1.0f : 0.0f)) * grad_scale;
+    dx[j] = g;
+  }
+}
+
+}  // namespace
+
+void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                  const int32_t* labels, int64_t M, int V, int ld, float grad_scale,
+                  cudaStream_t stream) {
+  if (M == 0) return;
+  BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "softmax_xent: ", M, " rows is too many");
+  softmax_xent_kernel<<<static_cast<unsigned>(M), 512, 0, stream>>>(
+      dlogits, losses, correct, logits, labels, V, ld, grad_scale);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace bert::kernels

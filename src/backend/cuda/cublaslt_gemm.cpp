@@ -1,0 +1,234 @@
+// LtGemm: maps row-major GEMMs onto cuBLASLt's column-major API (C^T = op(B)^T · op(A)^T, so
+// B is passed as cuBLASLt's A), builds descriptors per call and caches the heuristic's
+// algorithm per shape/precision/epilogue/alignment. In bf16 mode A and B are first cast to
+// bf16 scratch copies covering exactly the span the GEMM reads.
+#include "backend/cuda/cublaslt_gemm.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_launch.h"
+
+namespace bert {
+namespace {
+
+// Elements from the first to one past the last element a (batched) row-major operand touches.
+int64_t operand_span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int batch) {
+  return (rows - 1) * ld + cols + static_cast<int64_t>(batch - 1) * stride;
+}
+
+// Largest power of two (<= 256) dividing the address; cuBLASLt's alignment preferences.
+uint32_t alignment_of(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && addr % a != 0) a /= 2;
+  return a;
+}
+
+// Alignment every matrix of a (batched) operand keeps: its pointer, its row stride and its batch
+// stride in bytes, conservatively combined.
+uint32_t operand_alignment(const void* p, int64_t ld, int64_t stride, int batch, size_t elem) {
+  uint32_t a = alignment_of(p);
+  a = std::min(a, alignment_of(reinterpret_cast<const void*>(static_cast<uintptr_t>(ld * elem))));
+  if (batch > 1)
+    a = std::min(a, alignment_of(reinterpret_cast<const void*>(
+                        static_cast<uintptr_t>(stride * static_cast<int64_t>(elem)))));
+  return a;
+}
+
+int log2_of(uint32_t a) {
+  int l = 0;
+  while ((1u << l) < a) ++l;
+  return l;
+}
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <typename T>
+void set_layout(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                const T& value) {
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, attr, &value, sizeof(value)));
+}
+
+}  // namespace
+
+// Descriptors of one call (column-major view): D'[n,m] = op(B') · op(A'), where B' is our A
+// and A' is our B.
+struct LtGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  const void* a_ptr = nullptr;  // cuBLASLt's A = our B
+  const void* b_ptr = nullptr;  // cuBLASLt's B = our A
+  uint32_t align_a = 256, align_b = 256, align_c = 256;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+LtGemm::LtGemm(GemmPrecision precision, DeviceMemory& memory, cudaStream_t stream)
+    : precision_(precision),
+      memory_(memory),
+      stream_(stream),
+      a_lowp_(memory, stream),
+      b_lowp_(memory, stream) {
+  CUBLAS_CHECK(cublasLtCreate(&handle_));
+  workspace_ = memory_.alloc(kWorkspaceBytes);
+}
+
+LtGemm::~LtGemm() {
+  if (workspace_ != nullptr) {
+    try {
+      memory_.release(workspace_);
+    } catch (const Error&) {
+      // Destructors must not throw; the device is being torn down anyway.
+    }
+  }
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+LtGemm::Key LtGemm::key_of(const GemmArgs& g) const {
+  const int align = log2_of(alignment_of(g.A)) | (log2_of(alignment_of(g.B)) << 4) |
+                    (log2_of(std::min(alignment_of(g.C), g.aux != nullptr ? alignment_of(g.aux)
+                                                                          : uint32_t{256}))
+                     << 8) |
+                    (g.beta != 0.0f ? 1 << 12 : 0);
+  return Key(g.trans_a, g.trans_b, static_cast<int>(precision_), g.m, g.n, g.k, g.lda, g.ldb,
+             g.ldc, g.stride_a, g.stride_b, g.stride_c, g.batch, static_cast<int>(g.epilogue),
+             align);
+}
+
+const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan) {
+  const Key key = key_of(g);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CachedAlgo entry;
+  try {
+    const uint64_t workspace = kWorkspaceBytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &plan.align_a, sizeof(uint32_t)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &plan.align_b, sizeof(uint32_t)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &plan.align_c, sizeof(uint32_t)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &plan.align_c, sizeof(uint32_t)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+      entry.found = true;
+      entry.algo = result.algo;
+    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+      CUBLAS_CHECK(st);
+    }
+  } catch (...) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    throw;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  return cache_.emplace(key, entry).first->second;
+}
+
+void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, Plan& plan) const {
+  const bool lowp = precision_ == GemmPrecision::bf16;
+  const cudaDataType_t in_type = lowp ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      precision_ == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+  // cuBLASLt's A is our B: transposed exactly when our B is; likewise for our A.
+  const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  // Column-major views of the row-major storage: a row-major [r, c] matrix is col-major [c, r].
+  // Our B is stored [k, n] (or [n, k] when trans_b); our A [m, k] (or [k, m] when trans_a).
+  const uint64_t a_rows = g.trans_b ? g.k : g.n, a_cols = g.trans_b ? g.n : g.k;
+  const uint64_t b_rows = g.trans_a ? g.m : g.k, b_cols = g.trans_a ? g.k : g.m;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, a_rows, a_cols, g.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, b_rows, b_cols, g.lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, g.n, g.m, g.ldc));
+  if (g.batch > 1) {
+    const int32_t batch = g.batch;
+    set_layout(plan.a, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
+    set_layout(plan.b, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
+    set_layout(plan.c, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
+    set_layout(plan.a, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, g.stride_b);
+    set_layout(plan.b, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, g.stride_a);
+    set_layout(plan.c, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, g.stride_c);
+  }
+  if (g.epilogue != GemmEpilogue::none) {
+    const cublasLtEpilogue_t epi = g.epilogue == GemmEpilogue::bias
+                                       ? CUBLASLT_EPILOGUE_BIAS
+                                       : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bias));
+    if (g.epilogue == GemmEpilogue::gelu_aux_bias) {
+      set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(g.aux));
+      const int64_t aux_ld = g.ldc;
+      set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+    }
+  }
+  plan.a_ptr = a_lt;
+  plan.b_ptr = b_lt;
+  const size_t in_elem = lowp ? 2 : 4;
+  plan.align_a = operand_alignment(a_lt, g.ldb, g.stride_b, g.batch, in_elem);
+  plan.align_b = operand_alignment(b_lt, g.lda, g.stride_a, g.batch, in_elem);
+  plan.align_c = std::min(operand_alignment(g.C, g.ldc, g.stride_c, g.batch, 4),
+                          g.aux != nullptr ? alignment_of(g.aux) : uint32_t{256});
+}
+
+bool LtGemm::supported(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return true;
+  Plan plan;
+  build_plan(g, g.B, g.A, plan);
+  return algorithm(g, plan).found;
+}
+
+void LtGemm::run(const GemmArgs& g) {
+  BERT_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, Code::invalid_argument,
+             "gemm: bad shape m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  BERT_CHECK(g.k > 0, Code::invalid_argument, "gemm: k=0 is not supported (m=", g.m, " n=", g.n,
+             ")");
+  const void* a_lt = g.B;  // cuBLASLt's A
+  const void* b_lt = g.A;  // cuBLASLt's B
+  if (precision_ == GemmPrecision::bf16) {
+    const int64_t span_b = g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
+                                     : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch);
+    const int64_t span_a = g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
+                                     : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch);
+    void* b16 = b_lowp_.get(static_cast<size_t>(span_b) * 2);
+    void* a16 = a_lowp_.get(static_cast<size_t>(span_a) * 2);
+    kernels::cast_to_bf16(b16, g.B, span_b, stream_);
+    kernels::cast_to_bf16(a16, g.A, span_a, stream_);
+    a_lt = b16;
+    b_lt = a16;
+  }
+  Plan plan;
+  build_plan(g, a_lt, b_lt, plan);
+  const CachedAlgo& algo = algorithm(g, plan);
+  BERT_CHECK(algo.found, Code::backend, "cuBLASLt has no algorithm for gemm m=", g.m, " n=", g.n,
+             " k=", g.k, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
+             " epilogue=", static_cast<int>(g.epilogue), " precision=",
+             static_cast<int>(precision_));
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, plan.a_ptr, plan.a, plan.b_ptr, plan.b,
+                              &g.beta, g.C, plan.c, g.C, plan.c, &algo.algo, workspace_,
+                              kWorkspaceBytes, stream_));
+}
+
+}  // namespace bert

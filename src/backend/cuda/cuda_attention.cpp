@@ -1,0 +1,168 @@
+// Reference attention on the GPU for padded and variable-length (packed) batches: per sequence,
+// head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
+// around the fused scale+mask+softmax(+dropout) kernels. Scores are written straight into the
+// saved probs array, so the dropout element index is the index there, as on the CPU.
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace bert {
+namespace {
+
+void check_attention(const char* op, const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site) {
+  BERT_CHECK(heads > 0 && head_dim > 0, Code::invalid_argument, op, ": bad heads=", heads,
+             " head_dim=", head_dim);
+  BERT_CHECK(layout.num_seqs() >= 1 && layout.seq_start[0] == 0, Code::invalid_argument, op,
+             ": layout needs seq_start = {0, ...} with at least one sequence");
+  for (size_t b = 1; b < layout.seq_start.size(); ++b)
+    BERT_CHECK(layout.seq_start[b] >= layout.seq_start[b - 1], Code::invalid_argument, op,
+               ": seq_start[", b, "] = ", layout.seq_start[b], " is below seq_start[", b - 1,
+               "] = ", layout.seq_start[b - 1]);
+  BERT_CHECK(site.p >= 0.0f && site.p < 1.0f, Code::invalid_argument, op,
+             ": dropout probability ", site.p, " (tensor id ", site.tensor_id,
+             ") is outside [0, 1)");
+}
+
+}  // namespace
+
+void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                            const AttentionLayout& layout, int heads, int head_dim,
+                            const DropoutSite& site) {
+  check_attention("attention_fwd", layout, heads, head_dim, site);
+  const int64_t H = static_cast<int64_t>(heads) * head_dim;
+  const int64_t ld_qkv = 3 * H;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float keep_scale = 1.0f / (1.0f - site.p);
+  const int64_t max_len = layout.max_len();
+  float* dropped = site.p != 0.0f
+                       ? attn_a_->get_as<float>(static_cast<size_t>(heads) * max_len * max_len)
+                       : nullptr;  // [heads, L, L] of the current sequence
+  int64_t offset = 0;              // probs_offset of sequence b
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b];
+    const int64_t L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
+    float* p = probs + offset;           // [heads, L, L]
+    GemmArgs scores;                     // p[h] = Q_h [L, D] · K_h[L, D]^T
+    scores.trans_b = true;
+    scores.m = L;
+    scores.n = L;
+    scores.k = head_dim;
+    scores.A = q;
+    scores.lda = ld_qkv;
+    scores.stride_a = head_dim;
+    scores.B = q + H;
+    scores.ldb = ld_qkv;
+    scores.stride_b = head_dim;
+    scores.C = p;
+    scores.ldc = L;
+    scores.stride_c = L * L;
+    scores.batch = heads;
+    gemm_->run(scores);
+    kernels::attention_softmax_fwd(p, dropped, key_bias + s0, heads * L, static_cast<int>(L),
+                                   scale, offset, site, keep_scale, stream_);
+    GemmArgs pv;  // ctx_h [L, D] = dropout(P_h) [L, L] · V_h [L, D]
+    pv.m = L;
+    pv.n = head_dim;
+    pv.k = L;
+    pv.A = dropped != nullptr ? dropped : p;
+    pv.lda = L;
+    pv.stride_a = L * L;
+    pv.B = q + 2 * H;
+    pv.ldb = ld_qkv;
+    pv.stride_b = head_dim;
+    pv.C = ctx + s0 * H;
+    pv.ldc = H;
+    pv.stride_c = head_dim;
+    pv.batch = heads;
+    gemm_->run(pv);
+    offset += static_cast<int64_t>(heads) * L * L;
+  }
+}
+
+void CudaOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                            const AttentionLayout& layout, int heads, int head_dim,
+                            const DropoutSite& site) {
+  check_attention("attention_bwd", layout, heads, head_dim, site);
+  const int64_t H = static_cast<int64_t>(heads) * head_dim;
+  const int64_t ld_qkv = 3 * H;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float keep_scale = 1.0f / (1.0f - site.p);
+  const int64_t max_len = layout.max_len();
+  const size_t block = static_cast<size_t>(heads) * max_len * max_len;
+  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(block) : nullptr;  // [heads, L, L]
+  float* dgrad = attn_b_->get_as<float>(block);                               // [heads, L, L]
+  int64_t offset = 0;
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b];
+    const int64_t L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
+    const float* p = probs + offset;     // [heads, L, L]
+    const float* dc = dctx + s0 * H;     // [L, H]
+    float* dq = dqkv + s0 * ld_qkv;      // [L, 3H]
+    if (dropped != nullptr)
+      kernels::dropout_residual_fwd(dropped, p, nullptr, heads * L * L, site, keep_scale, offset,
+                                    stream_);
+    GemmArgs dv;  // dV_h [L, D] = dropout(P_h)^T · dctx_h
+    dv.trans_a = true;
+    dv.m = L;
+    dv.n = head_dim;
+    dv.k = L;
+    dv.A = dropped != nullptr ? dropped : p;
+    dv.lda = L;
+    dv.stride_a = L * L;
+    dv.B = dc;
+    dv.ldb = H;
+    dv.stride_b = head_dim;
+    dv.C = dq + 2 * H;
+    dv.ldc = ld_qkv;
+    dv.stride_c = head_dim;
+    dv.batch = heads;
+    gemm_->run(dv);
+    GemmArgs dp;  // d(dropout(P_h)) [L, L] = dctx_h · V_h^T
+    dp.trans_b = true;
+    dp.m = L;
+    dp.n = L;
+    dp.k = head_dim;
+    dp.A = dc;
+    dp.lda = H;
+    dp.stride_a = head_dim;
+    dp.B = q + 2 * H;
+    dp.ldb = ld_qkv;
+    dp.stride_b = head_dim;
+    dp.C = dgrad;
+    dp.ldc = L;
+    dp.stride_c = L * L;
+    dp.batch = heads;
+    gemm_->run(dp);
+    kernels::attention_softmax_bwd(dgrad, p, heads * L, static_cast<int>(L), scale, offset, site,
+                                   keep_scale, stream_);
+    GemmArgs dqg;  // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
+    dqg.m = L;
+    dqg.n = head_dim;
+    dqg.k = L;
+    dqg.A = dgrad;
+    dqg.lda = L;
+    dqg.stride_a = L * L;
+    dqg.B = q + H;
+    dqg.ldb = ld_qkv;
+    dqg.stride_b = head_dim;
+    dqg.C = dq;
+    dqg.ldc = ld_qkv;
+    dqg.stride_c = head_dim;
+    dqg.batch = heads;
+    gemm_->run(dqg);
+    GemmArgs dk = dqg;  // dK_h [L, D] = dS_h^T · Q_h
+    dk.trans_a = true;
+    dk.B = q;
+    dk.C = dq + H;
+    gemm_->run(dk);
+    offset += static_cast<int64_t>(heads) * L * L;
+  }
+}
+
+}  // namespace bert

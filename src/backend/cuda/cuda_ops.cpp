@@ -1,0 +1,271 @@
+// CudaOps construction, the factories, memory transfers and the ops that are a single kernel
+// family each (embeddings, rows, layernorm, dropout, loss, optimizer). Dense layers live in
+// cuda_linear.cpp and attention in cuda_attention.cpp. Argument checks mirror the CPU's.
+#include "backend/cuda/cuda_ops.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace bert {
+namespace {
+
+void check_rows_shape(const char* op, int64_t n, int H) {
+  BERT_CHECK(n >= 0 && H > 0, Code::invalid_argument, op, ": bad shape rows=", n, " H=", H);
+}
+
+void check_dropout(const DropoutSite& site, const char* op) {
+  BERT_CHECK(site.p >= 0.0f && site.p < 1.0f, Code::invalid_argument, op,
+             ": dropout probability ", site.p, " (tensor id ", site.tensor_id,
+             ") is outside [0, 1)");
+}
+
+}  // namespace
+
+GemmPrecision parse_gemm_precision(const std::string& precision) {
+  if (precision == "fp32") return GemmPrecision::fp32;
+  if (precision == "tf32") return GemmPrecision::tf32;
+  if (precision == "bf16") return GemmPrecision::bf16;
+  fail(Code::invalid_argument, "CUDA precision '", precision,
+       "' is not one of \"fp32\", \"tf32\", \"bf16\"");
+}
+
+bool cuda_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Ops> make_cuda_ops(int device, const std::string& precision) {
+  return std::make_unique<CudaOps>(device, parse_gemm_precision(precision));
+}
+
+std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, "tf32"); }
+
+CudaOps::CudaOps(int device, GemmPrecision precision) : device_(device) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    fail(Code::backend, "no CUDA device available: cudaGetDeviceCount failed: ",
+         cudaGetErrorString(err));
+  }
+  BERT_CHECK(device >= 0 && device < count, Code::invalid_argument, "CUDA device ", device,
+             " does not exist (", count, " device(s) present)");
+  CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  memory_ = std::make_unique<DeviceMemory>(stream_);
+  gemm_ = std::make_unique<LtGemm>(precision, *memory_, stream_);
+  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_})
+    *buffer = std::make_unique<ScratchBuffer>(*memory_, stream_);
+  gelu_probe_ = probe_gelu_epilogue();
+}
+
+CudaOps::~CudaOps() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_}) buffer->reset();
+  gemm_.reset();
+  memory_.reset();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+std::string CudaOps::name() const {
+  const char* p = precision() == GemmPrecision::fp32   ? "fp32"
+                  : precision() == GemmPrecision::tf32 ? "tf32"
+                                                       : "bf16";
+  return "cuda:" + std::to_string(device_) + ":" + p;
+}
+
+// ---- memory ---------------------------------------------------------------------------
+
+void* CudaOps::alloc(size_t bytes) { return memory_->alloc(bytes); }
+
+void CudaOps::release(void* ptr) { memory_->release(ptr); }
+
+void CudaOps::upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  // The host buffer may be reused as soon as we return; pinned sources would still be read.
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaOps::fill_zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void CudaOps::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+size_t CudaOps::peak_bytes() const { return memory_->peak_bytes(); }
+
+// ---- embeddings and rows ----------------------------------------------------------------
+
+void CudaOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                            const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                            const float* type_emb, int64_t T, int H) {
+  check_rows_shape("embedding_fwd", T, H);
+  kernels::embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H,
+                         stream_);
+}
+
+void CudaOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+                            const int32_t* word_ids, const int32_t* pos_ids,
+                            const int32_t* type_ids, int64_t T, int H) {
+  check_rows_shape("embedding_bwd", T, H);
+  scatter_add_rows(dword, dout, word_ids, T, H);
+  scatter_add_rows(dpos, dout, pos_ids, T, H);
+  scatter_add_rows(dtype, dout, type_ids, T, H);
+}
+
+void CudaOps::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+  check_rows_shape("gather_rows", n, H);
+  kernels::gather_rows(out, in, rows, n, H, stream_);
+}
+
+void CudaOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+                               int H) {
+  check_rows_shape("scatter_add_rows", n, H);
+  if (n == 0) return;
+  const size_t bytes = kernels::scatter_add_scratch_bytes(n);
+  kernels::scatter_add_rows(dst, src, rows, n, H, sort_->get(bytes), bytes, stream_);
+}
+
+// ---- normalisation, dropout ---------------------------------------------------------------
+
+void CudaOps::layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
+                            const float* gamma, const float* beta, int64_t M, int N, float eps) {
+  BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
+  BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
+  kernels::layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps, stream_);
+}
+
+void CudaOps::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
+                            const float* in, const float* mean, const float* rstd,
+                            const float* gamma, int64_t M, int N) {
+  BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);
+  if (M == 0) return;
+  kernels::layernorm_bwd_input(din, dout, in, mean, rstd, gamma, M, N, stream_);
+  const size_t partials = static_cast<size_t>(kernels::layernorm_param_chunks(M)) * 2 * N;
+  kernels::layernorm_bwd_params(dgamma, dbeta, dout, in, mean, rstd, M, N,
+                                partials_->get_as<double>(partials), stream_);
+}
+
+void CudaOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
+                                   const DropoutSite& site) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_residual_fwd: bad element count ", n);
+  check_dropout(site, "dropout_residual_fwd");
+  kernels::dropout_residual_fwd(out, in, residual, n, site, 1.0f / (1.0f - site.p), 0, stream_);
+}
+
+void CudaOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_bwd: bad element count ", n);
+  check_dropout(site, "dropout_bwd");
+  kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
+}
+
+// ---- loss -------------------------------------------------------------------------------
+
+void CudaOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                           const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+  BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
+             " V=", V, " ld=", ld);
+  // Labels are checked on the host like the CPU does (one small copy per loss evaluation).
+  host_labels_.resize(static_cast<size_t>(M));
+  download(host_labels_.data(), labels, host_labels_.size() * sizeof(int32_t));
+  for (int64_t i = 0; i < M; ++i)
+    BERT_CHECK(host_labels_[i] < V, Code::invalid_argument, "softmax_xent: label ",
+               host_labels_[i], " of row ", i, " is not below the vocabulary size ", V);
+  kernels::softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale, stream_);
+}
+
+// ---- optimizer --------------------------------------------------------------------------
+
+kernels::SegmentTable CudaOps::upload_segments(const std::vector<ParamSegment>& segs,
+                                               const std::vector<float>& values) {
+  const size_t S = segs.size();
+  host_table_.assign(3 * S + 1, 0);
+  int64_t* chunk_start = host_table_.data();  // [S + 1]
+  int64_t* offset = chunk_start + S + 1;      // [S]
+  int64_t* size = offset + S;                 // [S]
+  for (size_t s = 0; s < S; ++s) {
+    BERT_CHECK(segs[s].offset >= 0 && segs[s].size >= 0, Code::invalid_argument,
+               "parameter segment ", s, " has offset ", segs[s].offset, " and size ",
+               segs[s].size);
+    offset[s] = segs[s].offset;
+    size[s] = segs[s].size;
+    chunk_start[s + 1] =
+        chunk_start[s] + (segs[s].size + kernels::kSegmentChunk - 1) / kernels::kSegmentChunk;
+  }
+  const size_t table_bytes = host_table_.size() * sizeof(int64_t);
+  const size_t value_bytes = std::max<size_t>(S, 1) * sizeof(float);
+  char* device = static_cast<char*>(table_->get(table_bytes + value_bytes));
+  // Pageable host sources: the copy is staged before cudaMemcpyAsync returns, so the host
+  // vectors may change afterwards; the stream orders it after kernels using the old table.
+  CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), table_bytes, cudaMemcpyHostToDevice,
+                             stream_));
+  if (S > 0)
+    CUDA_CHECK(cudaMemcpyAsync(device + table_bytes, values.data(), S * sizeof(float),
+                               cudaMemcpyHostToDevice, stream_));
+  kernels::SegmentTable table;
+  const auto* d_table = reinterpret_cast<const int64_t*>(device);
+  table.chunk_start = d_table;
+  table.offset = d_table + S + 1;
+  table.size = d_table + 2 * S + 1;
+  table.value = reinterpret_cast<const float*>(device + table_bytes);
+  table.segments = static_cast<int>(S);
+  table.chunks = chunk_start[S];
+  return table;
+}
+
+void CudaOps::segment_sumsq(double* host_out, const float* x,
+                            const std::vector<ParamSegment>& segs) {
+  if (segs.empty()) return;
+  host_values_.assign(segs.size(), 0.0f);
+  const kernels::SegmentTable table = upload_segments(segs, host_values_);
+  double* partials =
+      partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(table.chunks, 1)));
+  double* sums = sums_->get_as<double>(segs.size());
+  kernels::segment_sumsq(sums, x, table, partials, stream_);
+  download(host_out, sums, segs.size() * sizeof(double));
+}
+
+void CudaOps::adam_direction(float* update, float* m, float* v, const float* grad,
+                             const float* param, const std::vector<ParamSegment>& segs,
+                             const AdamStepArgs& args) {
+  if (segs.empty()) return;
+  host_values_.resize(segs.size());
+  for (size_t s = 0; s < segs.size(); ++s) host_values_[s] = segs[s].weight_decay;
+  const kernels::SegmentTable table = upload_segments(segs, host_values_);
+  kernels::adam_direction(update, m, v, grad, param, table, args, stream_);
+}
+
+void CudaOps::apply_update(float* param, const float* update,
+                           const std::vector<ParamSegment>& segs,
+                           const std::vector<float>& host_scale) {
+  BERT_CHECK(host_scale.size() == segs.size(), Code::invalid_argument, "apply_update: ",
+             host_scale.size(), " scales for ", segs.size(), " segments");
+  if (segs.empty()) return;
+  const kernels::SegmentTable table = upload_segments(segs, host_scale);
+  kernels::apply_update(param, update, table, stream_);
+}
+
+void CudaOps::scale(float* x, float a, int64_t n) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "scale: bad element count ", n);
+  kernels::scale(x, a, n, stream_);
+}
+
+}  // namespace bert

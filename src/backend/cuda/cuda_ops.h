@@ -1,0 +1,114 @@
+// CudaOps: the Ops interface on one CUDA device. All work is enqueued on one stream owned by the
+// object (ordered like the CPU reference's calls); download, segment_sumsq and synchronize wait
+// for it. GEMMs run through LtGemm in the precision chosen at construction; everything else
+// runs the kernels in kernels/. Device memory goes through DeviceMemory for peak accounting.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/kernel_launch.h"
+#include "backend/ops.h"
+
+namespace bert {
+
+class CudaOps final : public Ops {
+ public:
+  CudaOps(int device, GemmPrecision precision);
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  std::string name() const override;
+  cudaStream_t stream() const { return stream_; }
+  GemmPrecision precision() const { return gemm_->precision(); }
+  // What probing cuBLASLt's GELU_AUX_BIAS epilogue at construction found: the largest
+  // deviation from each GELU form on known inputs (ran is false when cuBLASLt declined).
+  struct GeluProbe {
+    bool ran = false;
+    double err_tanh = 0.0, err_erf = 0.0;
+  };
+  const GeluProbe& gelu_probe() const { return gelu_probe_; }
+  // linear_fwd fuses gelu_tanh into the epilogue only when it matched the tanh form to fp32
+  // rounding; the erf form (BERT's "gelu") always runs unfused.
+  bool fuses_gelu_tanh() const { return gelu_probe_.ran && gelu_probe_.err_tanh < 2e-5; }
+
+  void* alloc(size_t bytes) override;
+  void release(void* ptr) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override;
+  size_t peak_bytes() const override;
+
+  void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                     const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                     const float* type_emb, int64_t T, int H) override;
+  void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+                     const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                     int64_t T, int H) override;
+
+  void linear_fwd(float* out, float* pre_act, const float* in, const float* W, const float* b,
+                  int64_t M, int K, int N, Activation act) override;
+  void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
+                  const float* W, const float* pre_act, float* dpre_scratch, int64_t M, int K,
+                  int N, Activation act, bool accumulate_din) override;
+
+  void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+                     const float* beta, int64_t M, int N, float eps) override;
+  void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+                     const float* mean, const float* rstd, const float* gamma, int64_t M,
+                     int N) override;
+  void dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
+                            const DropoutSite& site) override;
+  void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
+
+  void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                     const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site) override;
+  void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                     const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site) override;
+
+  void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+                        int H) override;
+
+  void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                    const int32_t* labels, int64_t M, int V, int ld, float grad_scale) override;
+
+  void segment_sumsq(double* host_out, const float* x,
+                     const std::vector<ParamSegment>& segs) override;
+  void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
+                      const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+  void apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                    const std::vector<float>& host_scale) override;
+  void scale(float* x, float a, int64_t n) override;
+
+ private:
+  // Runs cuBLASLt's GELU_AUX_BIAS epilogue on known inputs and measures it against both forms.
+  GeluProbe probe_gelu_epilogue();
+  // Uploads the chunk table of `segs` with per-segment values (weight decay or scale).
+  kernels::SegmentTable upload_segments(const std::vector<ParamSegment>& segs,
+                                        const std::vector<float>& values);
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<LtGemm> gemm_;
+  GeluProbe gelu_probe_;
+  // Scratch, reused in stream order: reductions' partials, sort buffers, attention blocks,
+  // and the segment tables of the multi-tensor kernels.
+  std::unique_ptr<ScratchBuffer> partials_, sort_, attn_a_, attn_b_, table_, sums_;
+  std::vector<int64_t> host_table_;  // [3 · segs + 1] chunk_start | offset | size
+  std::vector<float> host_values_;   // [segs]
+  std::vector<int32_t> host_labels_; // [M] labels checked by softmax_xent
+};
+
+}  // namespace bert

@@ -1,0 +1,16 @@
+// Config agreement across ranks: at session creation every rank's resolved config is gathered
+// and compared with rank 0's, so a run where ranks disagree (different model, batch size,
+// optimizer...) fails at once with the keys and values at fault instead of diverging silently.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "dist/communicator.h"
+
+namespace bert {
+
+// COLLECTIVE. Throws Error(config) on every rank when any rank's config differs from rank 0's
+// in a key that must agree (all but per-rank keys: train.threads, train.seed, data directories, device).
+void check_same_config(Communicator& comm, const nlohmann::json& resolved_config);
+
+}  // namespace bert

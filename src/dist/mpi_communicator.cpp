@@ -1,0 +1,218 @@
+// The MPI communicator (CPU ranks; Open MPI). Every collective is non-blocking (MPI_I*) and
+// polled with MPI_Test against dist.timeout_s on a duplicate of MPI_COMM_WORLD whose error
+// handler returns errors, so a dead or silent peer makes the survivors throw
+// Error(distributed) naming the operation instead of hanging. The library initialises MPI
+// itself when the host has not, and then finalises it at exit (unless a collective failed:
+// MPI_Finalize would wait for the dead peer).
+#define OMPI_SKIP_MPICXX 1  // the C API of MPI only
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/deadline.h"
+#include "dist/launch.h"
+
+#define BERT_MPI_CHECK(call)                                                                   \
+  do {                                                                                         \
+    const int bert_mpi_rc_ = (call);                                                           \
+    if (bert_mpi_rc_ != MPI_SUCCESS) ::bert::mpi_fail(#call, __FILE__, __LINE__, bert_mpi_rc_); \
+  } while (0)
+
+namespace bert {
+
+[[noreturn]] void mpi_fail(const char* call, const char* file, int line, int rc);
+
+namespace {
+
+std::atomic<bool> g_collective_failed{false};
+bool g_we_initialized = false;
+
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, len);
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && !g_collective_failed.load()) MPI_Finalize();
+}
+
+void ensure_mpi_initialized() {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  if (rc != MPI_SUCCESS) fail(Code::distributed, "MPI_Init_thread failed: ", mpi_error_text(rc));
+  g_we_initialized = true;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::atexit(finalize_at_exit);
+}
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+
+class MpiCommunicator : public Communicator {
+ public:
+  explicit MpiCommunicator(const LaunchPlan& plan) : timeout_s_(plan.timeout_s) {
+    ensure_mpi_initialized();
+    BERT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    BERT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
+    // The duplicate is made non-blocking too: a peer that never arrives times out here as well.
+    std::vector<MPI_Request> reqs(1);
+    start("communicator creation", [&] { BERT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &reqs[0])); });
+    wait("communicator creation", 0, reqs);
+    BERT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    local_rank_ = plan.local_rank;
+    if (rank_ != plan.rank || world_ != plan.world_size) {
+      MPI_Comm_free(&comm_);
+      fail(Code::config, "distributed setup from ", plan.source, " says rank ", plan.rank, " of ", plan.world_size,
+           ", but MPI_COMM_WORLD has this process as rank ", rank_, " of ", world_,
+           " (launch one process per rank with mpirun/srun, or leave rank and world_size at -1)");
+    }
+  }
+
+  ~MpiCommunicator() override {
+    if (!broken_) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  int local_rank() const override { return local_rank_; }
+  std::string name() const override { return "mpi"; }
+
+  // The CPU backend's memory is host memory, so gradients reduce like host buffers.
+  void allreduce_sum(float* data, int64_t n) override { reduce("allreduce_sum", data, n, ReduceOp::sum); }
+
+  void allreduce_host(float* data, int64_t n, ReduceOp op) override {
+    reduce(op == ReduceOp::max ? "allreduce_host(max)" : op == ReduceOp::mean ? "allreduce_host(mean)"
+                                                                               : "allreduce_host(sum)",
+           data, n, op);
+    if (op == ReduceOp::mean) {
+      for (int64_t i = 0; i < n; ++i) data[i] /= static_cast<float>(world_);
+    }
+  }
+
+  void broadcast(float* data, int64_t n) override {
+    std::vector<MPI_Request> reqs;
+    start("broadcast", [&] {
+      for (int64_t done = 0; done < n;) {
+        const int count = static_cast<int>(std::min<int64_t>(n - done, kMaxCount));
+        reqs.emplace_back();
+        BERT_MPI_CHECK(MPI_Ibcast(data + done, count, MPI_FLOAT, 0, comm_, &reqs.back()));
+        done += count;
+      }
+    });
+    wait("broadcast", n, reqs);
+  }
+
+  std::vector<std::string> allgather_text(const std::string& text) override {
+    int length = static_cast<int>(text.size());
+    std::vector<int> lengths(world_);
+    std::vector<MPI_Request> reqs(1);
+    start("allgather_text", [&] { BERT_MPI_CHECK(MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_, &reqs[0])); });
+    wait("allgather_text", 1, reqs);
+    std::vector<int> offsets(world_, 0);
+    for (int r = 1; r < world_; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+    std::string all(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
+    start("allgather_text", [&] {
+      BERT_MPI_CHECK(MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                                     comm_, &reqs[0]));
+    });
+    wait("allgather_text", static_cast<int64_t>(all.size()), reqs);
+    std::vector<std::string> out(world_);
+    for (int r = 0; r < world_; ++r) out[r] = all.substr(offsets[r], lengths[r]);
+    return out;
+  }
+
+ private:
+  static constexpr int64_t kMaxCount = INT_MAX / 2;  // MPI counts are int: long buffers go in chunks
+
+  void reduce(const char* what, float* data, int64_t n, ReduceOp op) {
+    std::vector<MPI_Request> reqs;
+    start(what, [&] {
+      for (int64_t done = 0; done < n;) {
+        const int count = static_cast<int>(std::min<int64_t>(n - done, kMaxCount));
+        reqs.emplace_back();
+        BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT, mpi_op(op), comm_, &reqs.back()));
+        done += count;
+      }
+    });
+    wait(what, n, reqs);
+  }
+
+  template <typename F>
+  void start(const char* what, F&& body) {
+    if (broken_) {
+      fail(Code::distributed, "MPI ", what, " on rank ", rank_, " of ", world_,
+           ": the communicator failed earlier (", broken_reason_, "); create a new session");
+    }
+    try {
+      body();
+    } catch (const Error& e) {
+      mark_broken(e.what());
+      fail(Code::distributed, "MPI ", what, " on rank ", rank_, " of ", world_, " failed: ", e.what());
+    }
+  }
+
+  void wait(const char* what, int64_t n, std::vector<MPI_Request>& reqs) {
+    Deadline deadline(timeout_s_);
+    for (;;) {
+      int done = 0;
+      const int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        const std::string why = mpi_error_text(rc);
+        mark_broken(why);
+        fail(Code::distributed, "MPI ", what, size_text(n), " on rank ", rank_, " of ", world_, " failed after ",
+             deadline.elapsed(), " s: ", why, " (a peer rank probably died)");
+      }
+      if (done) return;
+      if (deadline.expired()) {
+        mark_broken("timeout");
+        fail(Code::distributed, "MPI ", what, size_text(n), " on rank ", rank_, " of ", world_, " timed out after ",
+             deadline.timeout(),
+             " s (dist.timeout_s): a peer rank died, stopped answering, or skipped this collective");
+      }
+      deadline.pause();
+    }
+  }
+
+  static std::string size_text(int64_t n) { return n > 0 ? " of " + std::to_string(n) + " elements" : ""; }
+
+  void mark_broken(const std::string& reason) {
+    broken_ = true;
+    broken_reason_ = reason;
+    g_collective_failed.store(true);
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, world_ = 1, local_rank_ = 0;
+  double timeout_s_;
+  bool broken_ = false;
+  std::string broken_reason_;
+};
+
+}  // namespace
+
+[[noreturn]] void mpi_fail(const char* call, const char* file, int line, int rc) {
+  fail(Code::distributed, call, " failed at ", file, ":", line, ": ", mpi_error_text(rc));
+}
+
+bool mpi_built() { return true; }
+
+std::unique_ptr<Communicator> make_mpi_communicator(const LaunchPlan& plan) {
+  return std::make_unique<MpiCommunicator>(plan);
+}
+
+}  // namespace bert

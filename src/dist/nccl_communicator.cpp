@@ -1,0 +1,243 @@
+// The NCCL communicator (GPU ranks). The communicator is created non-blocking, so every call
+// returns at once and completion is polled (cudaStreamQuery + ncclCommGetAsyncError) against
+// dist.timeout_s; on a timeout or an asynchronous error the communicator is aborted
+// (ncclCommAbort) and the call throws Error(distributed) naming the operation. Collectives run
+// on the communicator's own stream after the device has finished the backend's queued work.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/deadline.h"
+#include "dist/launch.h"
+
+#define BERT_NCCL_CHECK(call)                                                                          \
+  do {                                                                                                 \
+    const ncclResult_t bert_nccl_rc_ = (call);                                                         \
+    if (bert_nccl_rc_ != ncclSuccess && bert_nccl_rc_ != ncclInProgress) {                             \
+      ::bert::fail(::bert::Code::distributed, #call, " failed at ", __FILE__, ":", __LINE__, ": ",     \
+                   ncclGetErrorString(bert_nccl_rc_));                                                 \
+    }                                                                                                  \
+  } while (0)
+
+#define BERT_CUDART_CHECK(call)                                                                        \
+  do {                                                                                                 \
+    const cudaError_t bert_cuda_rc_ = (call);                                                          \
+    if (bert_cuda_rc_ != cudaSuccess) {                                                                \
+      ::bert::fail(::bert::Code::backend, #call, " failed at ", __FILE__, ":", __LINE__, ": ",         \
+                   cudaGetErrorString(bert_cuda_rc_));                                                 \
+    }                                                                                                  \
+  } while (0)
+
+namespace bert {
+namespace {
+
+std::array<unsigned char, 128> to_bytes(const ncclUniqueId& id) {
+  static_assert(sizeof(ncclUniqueId) == 128, "NCCL's unique id is 128 bytes");
+  std::array<unsigned char, 128> out;
+  std::memcpy(out.data(), &id, 128);
+  return out;
+}
+
+// Without an id from the host: NCCL's own bootstrap from NCCL_COMM_ID (derived from torchrun's
+// MASTER_ADDR/MASTER_PORT + 1 when absent), in which case every rank computes the same id;
+// else, under an MPI launcher, rank 0's id travels over MPI.
+ncclUniqueId bootstrap_id(const LaunchPlan& plan) {
+  ncclUniqueId id;
+  if (plan.nccl_unique_id) {
+    std::memcpy(&id, plan.nccl_unique_id->data(), 128);
+    return id;
+  }
+  const char* master = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (!std::getenv("NCCL_COMM_ID") && master && port) {
+    const std::string comm_id = std::string(master) + ":" + std::to_string(std::atoi(port) + 1);
+    setenv("NCCL_COMM_ID", comm_id.c_str(), 0);
+  }
+  if (std::getenv("NCCL_COMM_ID") || plan.world_size == 1) {
+    BERT_NCCL_CHECK(ncclGetUniqueId(&id));
+    return id;
+  }
+  if (!mpi_built()) {
+    fail(Code::config, "NCCL with ", plan.world_size, " ranks needs a bootstrap: pass bert_dist.nccl_unique_id, ",
+         "or set NCCL_COMM_ID (or MASTER_ADDR/MASTER_PORT), or launch with mpirun");
+  }
+  LaunchPlan mpi_plan = plan;
+  mpi_plan.backend = DistBackend::mpi;
+  std::unique_ptr<Communicator> mpi = make_mpi_communicator(mpi_plan);
+  std::string mine;
+  if (plan.rank == 0) {
+    BERT_NCCL_CHECK(ncclGetUniqueId(&id));
+    mine.assign(reinterpret_cast<const char*>(&id), 128);
+  }
+  const std::vector<std::string> all = mpi->allgather_text(mine);
+  std::memcpy(&id, all[0].data(), 128);
+  return id;
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  explicit NcclCommunicator(const LaunchPlan& plan)
+      : rank_(plan.rank), world_(plan.world_size), local_rank_(plan.local_rank), timeout_s_(plan.timeout_s) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      fail(Code::unsupported, "the NCCL backend needs a CUDA device, and none is visible to rank ", rank_);
+    }
+    BERT_CUDART_CHECK(cudaSetDevice(local_rank_ % devices));
+    BERT_CUDART_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    const ncclUniqueId id = bootstrap_id(plan);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    BERT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, world_, id, rank_, &config));
+    wait_ready("ncclCommInitRank", 0);
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_) {
+      if (broken_) {
+        ncclCommAbort(comm_);
+      } else {
+        ncclCommFinalize(comm_);
+        ncclResult_t state = ncclInProgress;
+        Deadline deadline(timeout_s_);
+        while (state == ncclInProgress && !deadline.expired()) {
+          ncclCommGetAsyncError(comm_, &state);
+          deadline.pause();
+        }
+        if (state == ncclSuccess) {
+          ncclCommDestroy(comm_);
+        } else {
+          ncclCommAbort(comm_);
+        }
+      }
+    }
+    if (scratch_) cudaFree(scratch_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  int local_rank() const override { return local_rank_; }
+  std::string name() const override { return "nccl"; }
+
+  void allreduce_sum(float* data, int64_t n) override {
+    run("allreduce_sum", n, [&] { return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_); });
+  }
+
+  void allreduce_host(float* data, int64_t n, ReduceOp op) override {
+    float* dev = static_cast<float*>(scratch(n * sizeof(float)));
+    BERT_CUDART_CHECK(cudaMemcpyAsync(dev, data, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    const ncclRedOp_t nccl_op = op == ReduceOp::max ? ncclMax : op == ReduceOp::mean ? ncclAvg : ncclSum;
+    run("allreduce_host", n, [&] { return ncclAllReduce(dev, dev, n, ncclFloat, nccl_op, comm_, stream_); });
+    BERT_CUDART_CHECK(cudaMemcpy(data, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
+  void broadcast(float* data, int64_t n) override {
+    run("broadcast", n, [&] { return ncclBroadcast(data, data, n, ncclFloat, 0, comm_, stream_); });
+  }
+
+  // Lengths first, then every rank's text padded to the longest.
+  std::vector<std::string> allgather_text(const std::string& text) override {
+    int64_t* lengths = static_cast<int64_t*>(scratch(world_ * sizeof(int64_t)));
+    const int64_t mine = static_cast<int64_t>(text.size());
+    BERT_CUDART_CHECK(cudaMemcpyAsync(lengths + rank_, &mine, sizeof(mine), cudaMemcpyHostToDevice, stream_));
+    run("allgather_text", 1, [&] { return ncclAllGather(lengths + rank_, lengths, 1, ncclInt64, comm_, stream_); });
+    std::vector<int64_t> host_lengths(world_);
+    BERT_CUDART_CHECK(cudaMemcpy(host_lengths.data(), lengths, world_ * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    int64_t longest = 1;
+    for (int64_t l : host_lengths) longest = std::max(longest, l);
+    char* bytes = static_cast<char*>(scratch(world_ * longest));
+    BERT_CUDART_CHECK(cudaMemcpyAsync(bytes + rank_ * longest, text.data(), text.size(), cudaMemcpyHostToDevice, stream_));
+    run("allgather_text", longest,
+        [&] { return ncclAllGather(bytes + rank_ * longest, bytes, longest, ncclChar, comm_, stream_); });
+    std::string all(world_ * longest, '\0');
+    BERT_CUDART_CHECK(cudaMemcpy(all.data(), bytes, all.size(), cudaMemcpyDeviceToHost));
+    std::vector<std::string> out(world_);
+    for (int r = 0; r < world_; ++r) out[r] = all.substr(r * longest, host_lengths[r]);
+    return out;
+  }
+
+ private:
+  void* scratch(size_t bytes) {
+    if (bytes > scratch_bytes_) {
+      if (scratch_) BERT_CUDART_CHECK(cudaFree(scratch_));
+      scratch_ = nullptr;
+      BERT_CUDART_CHECK(cudaMalloc(&scratch_, bytes));
+      scratch_bytes_ = bytes;
+    }
+    return scratch_;
+  }
+
+  // Enqueues one collective after the backend's pending work and waits for it with a deadline.
+  template <typename F>
+  void run(const char* what, int64_t n, F&& enqueue) {
+    if (broken_) {
+      fail(Code::distributed, "NCCL ", what, " on rank ", rank_, " of ", world_,
+           ": the communicator was aborted after an earlier failure; create a new session");
+    }
+    BERT_CUDART_CHECK(cudaDeviceSynchronize());
+    const ncclResult_t rc = enqueue();
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      broken_ = true;
+      fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_,
+           " failed: ", ncclGetErrorString(rc));
+    }
+    wait_ready(what, n);
+  }
+
+  void wait_ready(const char* what, int64_t n) {
+    Deadline deadline(timeout_s_);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        broken_ = true;
+        fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_, " failed: ",
+             ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
+      }
+      if (state == ncclSuccess) {
+        const cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady) {
+          broken_ = true;
+          fail(Code::backend, "NCCL ", what, " on rank ", rank_, ": ", cudaGetErrorString(q));
+        }
+      }
+      if (deadline.expired()) {
+        broken_ = true;
+        fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_,
+             " timed out after ", deadline.timeout(),
+             " s (dist.timeout_s): a peer rank died, stopped answering, or skipped this collective");
+      }
+      deadline.pause();
+    }
+  }
+
+  int rank_, world_, local_rank_;
+  double timeout_s_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+bool nccl_built() { return true; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(const LaunchPlan& plan) {
+  return std::make_unique<NcclCommunicator>(plan);
+}
+
+std::array<unsigned char, 128> nccl_unique_id() {
+  ncclUniqueId id;
+  BERT_NCCL_CHECK(ncclGetUniqueId(&id));
+  return to_bytes(id);
+}
+
+}  // namespace bert

@@ -1,0 +1,406 @@
+// bert-prep: raw text -> BERT pretraining shards. A thin command-line front over src/data/:
+//   tokenize  text -> WordPiece tokens or ids (also a throughput benchmark)
+//   vocab     learn a WordPiece vocabulary from a corpus
+//   shards    create_pretraining_data: text -> DLE (or MLPerf variable-length) HDF5 shards
+//   inspect   statistics and decoded samples of a shard
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "data/progress.h"
+#include "data/shard_builder.h"
+#include "data/shard_inspect.h"
+#include "data/text_corpus.h"
+#include "data/tokenizer.h"
+#include "data/vocab.h"
+#include "data/vocab_trainer.h"
+
+namespace {
+
+using namespace bert;
+
+constexpr const char* kUsage = R"(usage: bert-prep COMMAND [options]
+
+commands:
+  tokenize --vocab FILE [INPUT...]        text (files or '-' for stdin) -> one line of tokens per line
+      --ids                               print ids instead of tokens
+      --cased | --uncased                 default: cased if the vocab has upper-case tokens
+      --max-word-chars N                  longer words become [UNK] (default 100; Google's code: 200)
+      --benchmark                         measure throughput (1 thread and --threads) instead of printing
+      --threads N  --min-seconds S  --json
+  vocab --size N --output FILE INPUT...   learn a WordPiece vocab (BERT layout: [PAD]=0 [UNK]=100
+                                          [CLS]=101 [SEP]=102 [MASK]=103)
+      --cased  --min-frequency N (2)  --limit-alphabet N (1000)  --threads N
+  shards --vocab FILE --output DIR INPUT...
+      --max-seq-length N (128)  --max-predictions N (20)  --masked-lm-prob P (0.15)
+      --short-seq-prob P (0.1)  --dupe-factor N (10)  --whole-word-mask  --seed N (12345)
+      --sentences line|split (line)       one sentence per line, or split paragraphs by rules
+      --documents blank-line|file         documents end at blank lines (default) or at file ends
+      --shards N (auto)  --eval-fraction F (0.01)  --eval-shards N (1)
+      --format dle|mlperf (dle)  --gzip LEVEL (1; 0 = none)  --threads N  --overwrite
+      --cased | --uncased  --max-word-chars N
+  inspect --vocab FILE SHARD...           counts, length histogram, masking, decoded samples
+      --samples K (3)
+
+INPUT directories are searched recursively for *.txt files.
+)";
+
+// Parsed command line: options with values, flags, and positional arguments.
+class Args {
+ public:
+  Args(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& flags,
+       const std::string& command) {
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.size() > 2 && a.rfind("--", 0) == 0) {
+        std::string name = a.substr(2), value;
+        const size_t eq = name.find('=');
+        const bool inline_value = eq != std::string::npos;
+        if (inline_value) {
+          value = name.substr(eq + 1);
+          name = name.substr(0, eq);
+        }
+        if (with_value.count(name)) {
+          if (!inline_value) {
+            if (i + 1 >= argc) fail(Code::invalid_argument, "option --", name, " needs a value");
+            value = argv[++i];
+          }
+          values_[name] = value;
+        } else if (flags.count(name) && !inline_value) {
+          flags_.insert(name);
+        } else {
+          fail(Code::invalid_argument, "unknown option '", a, "' for bert-prep ", command, " (see bert-prep --help)");
+        }
+      } else {
+        positional_.push_back(a);
+      }
+    }
+  }
+  bool flag(const std::string& name) const { return flags_.count(name) != 0; }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string str(const std::string& name, const std::string& fallback = "") const {
+    auto it = values_.find(name);
+    return it == values_.end() ? fallback : it->second;
+  }
+  std::string required(const std::string& name) const {
+    if (!has(name)) fail(Code::invalid_argument, "missing required option --", name);
+    return str(name);
+  }
+  long long integer(const std::string& name, long long fallback) const {
+    if (!has(name)) return fallback;
+    const std::string v = str(name);
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') fail(Code::invalid_argument, "option --", name, " expects an integer, got '", v, "'");
+    return x;
+  }
+  double real(const std::string& name, double fallback) const {
+    if (!has(name)) return fallback;
+    const std::string v = str(name);
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0') fail(Code::invalid_argument, "option --", name, " expects a number, got '", v, "'");
+    return x;
+  }
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
+  std::vector<std::string> positional_;
+};
+
+TokenizerOptions tokenizer_options(const Args& args, const Vocab& vocab) {
+  TokenizerOptions t;
+  if (args.flag("cased") && args.flag("uncased")) fail(Code::invalid_argument, "--cased and --uncased exclude each other");
+  t.lower_case = args.flag("uncased") || (!args.flag("cased") && !vocab.has_upper_case());
+  t.max_word_chars = static_cast<int>(args.integer("max-word-chars", 100));
+  if (t.max_word_chars < 1) fail(Code::invalid_argument, "--max-word-chars must be >= 1");
+  return t;
+}
+
+int threads_option(const Args& args) {
+  const long long t = args.integer("threads", 0);
+  if (t < 0) fail(Code::invalid_argument, "--threads must be >= 0");
+  return t > 0 ? static_cast<int>(t) : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::string read_all(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(Code::io, "cannot open '", path, "': ", std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string_view> split_lines(const std::string& text) {
+  std::vector<std::string_view> lines;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    lines.emplace_back(text.data() + pos, nl - pos);
+    pos = nl + 1;
+  }
+  return lines;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Tokenizes all lines with `threads` threads, repeating until min_seconds have passed.
+// Returns seconds per pass; `counts` gets the totals of one pass.
+double timed_passes(const Tokenizer& tok, const std::vector<std::string_view>& lines, int threads, double min_seconds,
+                    TokenizeCounts& counts, int& passes) {
+  passes = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  do {
+    std::vector<TokenizeCounts> per(static_cast<size_t>(threads));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        std::vector<int32_t> ids;
+        const size_t begin = lines.size() * static_cast<size_t>(t) / static_cast<size_t>(threads);
+        const size_t end = lines.size() * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
+        for (size_t i = begin; i < end; ++i) {
+          ids.clear();
+          tok.encode(lines[i], ids, &per[static_cast<size_t>(t)]);
+        }
+      });
+    }
+    for (std::thread& th : pool) th.join();
+    counts = TokenizeCounts{};
+    for (const TokenizeCounts& c : per) counts.add(c);
+    ++passes;
+  } while (seconds_since(t0) < min_seconds);
+  return seconds_since(t0) / passes;
+}
+
+int cmd_tokenize(int argc, char** argv) {
+  Args args(argc, argv, {"vocab", "max-word-chars", "threads", "min-seconds"},
+            {"ids", "cased", "uncased", "benchmark", "json"}, "tokenize");
+  const Vocab vocab = Vocab::load(args.required("vocab"));
+  const Tokenizer tok(vocab, tokenizer_options(args, vocab));
+  std::vector<std::string> inputs = args.positional();
+  if (inputs.empty()) inputs.push_back("-");
+
+  if (args.flag("benchmark")) {
+    std::string text;
+    for (const std::string& in : inputs) text += read_all(in);
+    const std::vector<std::string_view> lines = split_lines(text);
+    const double min_seconds = args.real("min-seconds", 2.0);
+    const int threads = threads_option(args);
+    TokenizeCounts c1, cn;
+    int passes1 = 0, passesn = 0;
+    const double t1 = timed_passes(tok, lines, 1, min_seconds, c1, passes1);
+    const double tn = timed_passes(tok, lines, threads, min_seconds, cn, passesn);
+    const double mb = static_cast<double>(text.size()) / 1e6;
+    if (args.flag("json")) {
+      std::printf("{\"bytes\": %zu, \"lines\": %zu, \"tokens\": %llu, \"unknown_words\": %llu, "
+                  "\"single_thread\": {\"seconds\": %.6f, \"mb_per_s\": %.3f, \"tokens_per_s\": %.1f}, "
+                  "\"threads\": %d, \"all_threads\": {\"seconds\": %.6f, \"mb_per_s\": %.3f, \"tokens_per_s\": %.1f}}\n",
+                  text.size(), lines.size(), static_cast<unsigned long long>(c1.tokens),
+                  static_cast<unsigned long long>(c1.unknown), t1, mb / t1, static_cast<double>(c1.tokens) / t1, threads,
+                  tn, mb / tn, static_cast<double>(cn.tokens) / tn);
+    } else {
+      std::printf("text: %s, %zu lines, %llu tokens (%s lower-case, %llu [UNK] words, %llu invalid UTF-8 sequences)\n",
+                  format_bytes(static_cast<double>(text.size())).c_str(), lines.size(),
+                  static_cast<unsigned long long>(c1.tokens), tok.options().lower_case ? "with" : "without",
+                  static_cast<unsigned long long>(c1.unknown), static_cast<unsigned long long>(c1.invalid_utf8));
+      std::printf("1 thread:   %8.1f MB/s  %8.2f M tokens/s  (%d passes)\n", mb / t1,
+                  static_cast<double>(c1.tokens) / t1 / 1e6, passes1);
+      std::printf("%d threads: %8.1f MB/s  %8.2f M tokens/s  (%d passes)\n", threads, mb / tn,
+                  static_cast<double>(cn.tokens) / tn / 1e6, passesn);
+    }
+    return 0;
+  }
+
+  const bool ids_out = args.flag("ids");
+  TokenizeCounts counts;
+  uint64_t lines = 0;
+  std::vector<int32_t> ids;
+  std::string out;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::string& in : inputs) {
+    std::ifstream file;
+    if (in != "-") {
+      file.open(in, std::ios::binary);
+      if (!file) fail(Code::io, "cannot open '", in, "': ", std::strerror(errno));
+    }
+    std::istream& stream = in == "-" ? std::cin : file;
+    uint64_t total = 0;
+    if (in != "-") {
+      file.seekg(0, std::ios::end);
+      total = static_cast<uint64_t>(file.tellg());
+      file.seekg(0);
+    }
+    Progress progress("tokenize " + in, total);
+    std::string line;
+    while (std::getline(stream, line)) {
+      ids.clear();
+      tok.encode(line, ids, &counts);
+      out.clear();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i) out.push_back(' ');
+        out += ids_out ? std::to_string(ids[i]) : vocab.token(ids[i]);
+      }
+      out.push_back('\n');
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      ++lines;
+      progress.add(line.size() + 1, 0);
+    }
+  }
+  const double s = seconds_since(t0);
+  std::fprintf(stderr, "tokenized %s in %llu lines: %llu tokens, %llu [UNK] words, %llu invalid UTF-8 sequences replaced, %.2f s\n",
+               format_bytes(static_cast<double>(counts.bytes)).c_str(), static_cast<unsigned long long>(lines),
+               static_cast<unsigned long long>(counts.tokens), static_cast<unsigned long long>(counts.unknown),
+               static_cast<unsigned long long>(counts.invalid_utf8), s);
+  return 0;
+}
+
+int cmd_vocab(int argc, char** argv) {
+  Args args(argc, argv, {"size", "output", "min-frequency", "limit-alphabet", "threads", "max-word-chars"},
+            {"cased", "uncased"}, "vocab");
+  VocabTrainOptions o;
+  o.inputs = args.positional();
+  if (o.inputs.empty()) fail(Code::invalid_argument, "bert-prep vocab needs input files or directories");
+  const long long size = args.integer("size", 30522);
+  if (size < 1) fail(Code::invalid_argument, "--size must be positive");
+  o.vocab_size = static_cast<size_t>(size);
+  const std::string output = args.required("output");
+  o.lower_case = !args.flag("cased");
+  o.min_frequency = static_cast<uint64_t>(std::max(1LL, args.integer("min-frequency", 2)));
+  o.limit_alphabet = static_cast<size_t>(std::max(1LL, args.integer("limit-alphabet", 1000)));
+  o.max_word_chars = static_cast<int>(args.integer("max-word-chars", 100));
+  o.threads = threads_option(args);
+  VocabTrainSummary sum;
+  const std::vector<std::string> tokens = train_wordpiece_vocab(o, sum);
+  const Vocab vocab = Vocab::from_tokens(tokens, output);
+  vocab.save(output);
+  std::printf("vocab: %s (%d tokens, %s)\n", output.c_str(), vocab.size(), o.lower_case ? "uncased" : "cased");
+  std::printf("  input: %llu files, %s, %llu words (%llu distinct), %llu invalid UTF-8 sequences replaced\n",
+              static_cast<unsigned long long>(sum.files), format_bytes(static_cast<double>(sum.bytes)).c_str(),
+              static_cast<unsigned long long>(sum.words), static_cast<unsigned long long>(sum.distinct_words),
+              static_cast<unsigned long long>(sum.invalid_utf8));
+  std::printf("  learned: %llu characters (x2 with ##), %llu merged pieces, %llu [unused] fillers\n",
+              static_cast<unsigned long long>(sum.alphabet), static_cast<unsigned long long>(sum.merges),
+              static_cast<unsigned long long>(sum.unused_filled));
+  std::printf("  time: counting %.2f s (%.1f MB/s), merging %.2f s\n", sum.count_seconds,
+              static_cast<double>(sum.bytes) / 1e6 / std::max(sum.count_seconds, 1e-9), sum.merge_seconds);
+  return 0;
+}
+
+int cmd_shards(int argc, char** argv) {
+  Args args(argc, argv,
+            {"vocab", "output", "max-seq-length", "max-predictions", "masked-lm-prob", "short-seq-prob", "dupe-factor",
+             "seed", "sentences", "documents", "shards", "eval-fraction", "eval-shards", "format", "gzip", "threads",
+             "max-word-chars"},
+            {"whole-word-mask", "overwrite", "cased", "uncased"}, "shards");
+  ShardBuildOptions o;
+  o.inputs = args.positional();
+  if (o.inputs.empty()) fail(Code::invalid_argument, "bert-prep shards needs input files or directories");
+  const Vocab vocab = Vocab::load(args.required("vocab"));
+  const Tokenizer tok(vocab, tokenizer_options(args, vocab));
+  o.output_dir = args.required("output");
+  o.instances.max_seq_length = static_cast<int>(args.integer("max-seq-length", 128));
+  o.instances.max_predictions = static_cast<int>(args.integer("max-predictions", 20));
+  o.instances.masked_lm_prob = args.real("masked-lm-prob", 0.15);
+  o.instances.short_seq_prob = args.real("short-seq-prob", 0.1);
+  o.instances.whole_word_mask = args.flag("whole-word-mask");
+  o.dupe_factor = static_cast<int>(args.integer("dupe-factor", 10));
+  const long long seed = args.integer("seed", 12345);
+  if (seed < 0) fail(Code::invalid_argument, "--seed must be >= 0");
+  o.seed = static_cast<uint64_t>(seed);
+  const std::string sentences = args.str("sentences", "line");
+  if (sentences != "line" && sentences != "split") fail(Code::invalid_argument, "--sentences must be 'line' or 'split', got '", sentences, "'");
+  o.sentences = sentences == "line" ? SentenceMode::line : SentenceMode::split;
+  const std::string documents = args.str("documents", "blank-line");
+  if (documents != "blank-line" && documents != "file") fail(Code::invalid_argument, "--documents must be 'blank-line' or 'file', got '", documents, "'");
+  o.documents = documents == "file" ? DocumentMode::file : DocumentMode::blank_line;
+  o.num_shards = static_cast<int>(args.integer("shards", 0));
+  o.eval_fraction = args.real("eval-fraction", 0.01);
+  o.eval_shards = static_cast<int>(args.integer("eval-shards", 1));
+  const std::string format = args.str("format", "dle");
+  if (format != "dle" && format != "mlperf") fail(Code::invalid_argument, "--format must be 'dle' or 'mlperf', got '", format, "'");
+  o.write.format = format == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
+  o.write.max_seq_length = o.instances.max_seq_length;
+  o.write.max_predictions = o.instances.max_predictions;
+  o.write.gzip_level = static_cast<int>(args.integer("gzip", 1));
+  if (o.write.gzip_level < 0 || o.write.gzip_level > 9) fail(Code::invalid_argument, "--gzip must be in [0, 9]");
+  o.threads = threads_option(args);
+  o.overwrite = args.flag("overwrite");
+
+  const ShardBuildSummary s = build_shards(o, tok);
+  std::printf("shards: %s (%s, %s)\n", o.output_dir.c_str(), format.c_str(), tok.options().lower_case ? "uncased" : "cased");
+  std::printf("  input: %llu files, %s, %llu documents (%llu empty, dropped), %llu sentences, %llu tokens\n",
+              static_cast<unsigned long long>(s.files), format_bytes(static_cast<double>(s.input_bytes)).c_str(),
+              static_cast<unsigned long long>(s.documents), static_cast<unsigned long long>(s.empty_documents),
+              static_cast<unsigned long long>(s.sentences), static_cast<unsigned long long>(s.tokens.tokens));
+  std::printf("  text: %llu [UNK] words, %llu invalid UTF-8 sequences replaced\n",
+              static_cast<unsigned long long>(s.tokens.unknown), static_cast<unsigned long long>(s.tokens.invalid_utf8));
+  std::printf("  output: %llu train instances in %llu shards, %llu eval instances in %llu shards, %s written\n",
+              static_cast<unsigned long long>(s.train_instances), static_cast<unsigned long long>(s.train_shards),
+              static_cast<unsigned long long>(s.eval_instances), static_cast<unsigned long long>(s.eval_shards),
+              format_bytes(static_cast<double>(s.bytes_written)).c_str());
+  const double m = static_cast<double>(std::max<uint64_t>(s.masks.masked, 1));
+  std::printf("  masks: %llu predictions: %.1f%% [MASK], %.1f%% kept, %.1f%% random\n",
+              static_cast<unsigned long long>(s.masks.masked), 100.0 * static_cast<double>(s.masks.replaced_mask) / m,
+              100.0 * static_cast<double>(s.masks.kept) / m, 100.0 * static_cast<double>(s.masks.random) / m);
+  std::printf("  time: %.2f s (%.1f MB/s) with %d threads\n", s.seconds,
+              static_cast<double>(s.input_bytes) / 1e6 / std::max(s.seconds, 1e-9), o.threads);
+  if (s.empty_shards > 0) {
+    std::fprintf(stderr, "bert-prep: warning: %llu shards have no instances (their documents were empty)\n",
+                 static_cast<unsigned long long>(s.empty_shards));
+  }
+  return 0;
+}
+
+int cmd_inspect(int argc, char** argv) {
+  Args args(argc, argv, {"vocab", "samples", "bins"}, {}, "inspect");
+  if (args.positional().empty()) fail(Code::invalid_argument, "bert-prep inspect needs a shard file");
+  const Vocab vocab = Vocab::load(args.required("vocab"));
+  InspectOptions o;
+  o.samples_to_show = static_cast<int>(args.integer("samples", 3));
+  o.histogram_bins = static_cast<int>(args.integer("bins", 8));
+  for (const std::string& path : args.positional()) inspect_shard_file(path, vocab, o, std::cout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "tokenize") return cmd_tokenize(argc, argv);
+    if (command == "vocab") return cmd_vocab(argc, argv);
+    if (command == "shards") return cmd_shards(argc, argv);
+    if (command == "inspect") return cmd_inspect(argc, argv);
+    std::fprintf(stderr, "bert-prep: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const bert::Error& e) {
+    std::fprintf(stderr, "bert-prep %s: error: %s\n", command.c_str(), e.what());
+    return e.code() == bert::Code::invalid_argument ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bert-prep %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}

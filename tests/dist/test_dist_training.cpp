@@ -1,0 +1,267 @@
+// Data-parallel equivalence under mpirun (-np 2, -np 4): W ranks with micro-batch b (and
+// accumulation k) must produce, step by step for 10 LAMB steps, the losses, gradient norms and
+// final weights of one process with micro-batch W·b on the same samples. Also: the launch paths
+// (bert_dist struct, Open MPI environment, torchrun-style RANK/WORLD_SIZE), config mismatch
+// detection, per-rank clipping, and the host all-reduce. Every TEST is collective.
+#include <gtest/gtest.h>
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bert.h"
+#include "dist_batches.h"
+
+namespace {
+
+int g_rank = 0, g_world = 1;
+constexpr int kVocab = 64, kSeq = 16, kPreds = 3, kSteps = 10;
+
+std::string config(int micro, int accum, const std::string& extra_train = "",
+                   const std::string& dist_section = R"({"timeout_s": 60})") {
+  return R"({"model": {"vocab_size": 64, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+      "intermediate_size": 32, "max_position_embeddings": 32},
+      "train": {"micro_batch": )" + std::to_string(micro) + R"(, "accumulation_steps": )" + std::to_string(accum) +
+         R"(, "steps": 10, "threads": 1, "dropout": false, "lr": 0.01, "warmup_proportion": 0.2)" + extra_train +
+         R"(}, "data": {"max_seq_length": 16, "max_predictions_per_seq": 3}, "dist": )" + dist_section + "}";
+}
+
+bert_session* create(const std::string& cfg, const bert_dist* dist) {
+  bert_session* s = nullptr;
+  const bert_status st = bert_session_create(cfg.c_str(), dist, &s);
+  EXPECT_EQ(st, BERT_OK) << bert_last_error();
+  return s;
+}
+
+std::vector<float> all_weights(bert_session* s) {
+  size_t count = 0;
+  bert_param_count(s, &count);
+  std::vector<float> out;
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    int ndim = 0;
+    int64_t shape[4];
+    bert_param_info(s, i, &name, &ndim, shape);
+    size_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    std::vector<float> w(n);
+    EXPECT_EQ(bert_param_read(s, name, w.data(), n), BERT_OK) << bert_last_error();
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+struct Trace {
+  std::vector<float> loss, grad_norm, weights;
+};
+
+// kSteps steps of `s` fed rows [first, first + rows) of each step's global batch; the loss is
+// the mean over ranks (bert_allreduce_host) when `reduce_loss`.
+Trace train(bert_session* s, int global_rows, int first, int rows, bool reduce_loss) {
+  Trace t;
+  bert_step_result r;
+  bert_step_result_init(&r);
+  for (int step = 0; step < kSteps; ++step) {
+    GlobalBatch g(global_rows, kSeq, kPreds, kVocab, 1000 + step);
+    bert_batch b = g.view(first, rows);
+    EXPECT_EQ(bert_step(s, &b, &r), BERT_OK) << bert_last_error();
+    float loss = r.loss;
+    if (reduce_loss) {
+      EXPECT_EQ(bert_allreduce_host(s, &loss, 1, BERT_REDUCE_MEAN), BERT_OK) << bert_last_error();
+    }
+    t.loss.push_back(loss);
+    t.grad_norm.push_back(r.grad_norm);
+  }
+  t.weights = all_weights(s);
+  return t;
+}
+
+// W ranks × micro b × accumulation k against one local process with micro W·b, accumulation k.
+void expect_equivalent(int micro, int accum, const bert_dist* dist, const std::string& extra_train = "") {
+  const int global_rows = g_world * micro * accum;
+  bert_session* d = create(config(micro, accum, extra_train), dist);
+  ASSERT_NE(d, nullptr);
+  const Trace got = train(d, global_rows, g_rank * micro * accum, micro * accum, true);
+  bert_session_destroy(d);
+
+  bert_dist local;
+  bert_dist_init(&local);
+  local.backend = BERT_DIST_LOCAL;
+  bert_session* ref = create(config(g_world * micro, accum, extra_train), &local);
+  ASSERT_NE(ref, nullptr);
+  const Trace want = train(ref, global_rows, 0, global_rows, false);
+  bert_session_destroy(ref);
+
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_NEAR(got.loss[step], want.loss[step], 1e-5) << "step " << step + 1 << " on rank " << g_rank;
+    EXPECT_NEAR(got.grad_norm[step], want.grad_norm[step], 1e-5 * std::max(1.0f, want.grad_norm[step]))
+        << "step " << step + 1 << " on rank " << g_rank;
+  }
+  ASSERT_EQ(got.weights.size(), want.weights.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.weights.size(); ++i) worst = std::max(worst, std::fabs(double(got.weights[i]) - want.weights[i]));
+  EXPECT_LT(worst, 1e-5) << "largest weight difference after " << kSteps << " steps on rank " << g_rank;
+  // The run must have moved the weights: a no-op communicator would not be caught otherwise.
+  EXPECT_GT(std::fabs(want.loss.front() - want.loss.back()), 1e-3);
+}
+
+TEST(Dist, MicroBatchEqualsOneProcessWithWorldTimesBatch) { expect_equivalent(2, 1, nullptr); }
+
+TEST(Dist, GradientAccumulationEqualsOneProcess) { expect_equivalent(1, 3, nullptr); }
+
+TEST(Dist, ExplicitRankFromDistStruct) {
+  bert_dist d;
+  bert_dist_init(&d);
+  d.backend = BERT_DIST_MPI;
+  d.rank = g_rank;
+  d.world_size = g_world;
+  d.local_rank = g_rank;
+  expect_equivalent(2, 1, &d);
+}
+
+// torchrun-style launch: only RANK/WORLD_SIZE/LOCAL_RANK are set (Open MPI carries the bytes).
+class TorchrunEnv {
+ public:
+  explicit TorchrunEnv(int world) {
+    for (const char* k : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+      saved_.emplace_back(k, std::getenv(k) ? std::getenv(k) : "");
+      unsetenv(k);
+    }
+    setenv("RANK", std::to_string(g_rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(g_rank).c_str(), 1);
+  }
+  ~TorchrunEnv() {
+    for (auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
+    for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(k);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+TEST(Dist, TorchrunEnvironmentLaunch) {
+  TorchrunEnv env(g_world);
+  expect_equivalent(2, 1, nullptr);
+}
+
+TEST(Dist, TorchrunEnvironmentThatDisagreesWithMpiIsReported) {
+  TorchrunEnv env(g_world + 1);
+  bert_session* s = nullptr;
+  EXPECT_EQ(bert_session_create(config(2, 1).c_str(), nullptr, &s), BERT_ERR_CONFIG);
+  EXPECT_EQ(s, nullptr);
+  const std::string msg = bert_last_error();
+  EXPECT_NE(msg.find("RANK/WORLD_SIZE says rank " + std::to_string(g_rank) + " of " + std::to_string(g_world + 1)),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Dist, ConfigMismatchBetweenRanksIsReportedOnEveryRank) {
+  const int micro = g_rank == g_world - 1 ? 3 : 2;
+  bert_session* s = nullptr;
+  EXPECT_EQ(bert_session_create(config(micro, 1).c_str(), nullptr, &s), BERT_ERR_CONFIG);
+  EXPECT_EQ(s, nullptr);
+  const std::string msg = bert_last_error();
+  EXPECT_NE(msg.find("train.micro_batch = 3 on rank " + std::to_string(g_world - 1) + " but 2 on rank 0"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Dist, HostAllreduceSumMeanMax) {
+  bert_session* s = create(config(2, 1), nullptr);
+  ASSERT_NE(s, nullptr);
+  float sum[2] = {1.0f, float(g_rank)}, mean[1] = {float(g_rank)}, mx[1] = {float(g_rank * 10)};
+  ASSERT_EQ(bert_allreduce_host(s, sum, 2, BERT_REDUCE_SUM), BERT_OK) << bert_last_error();
+  ASSERT_EQ(bert_allreduce_host(s, mean, 1, BERT_REDUCE_MEAN), BERT_OK) << bert_last_error();
+  ASSERT_EQ(bert_allreduce_host(s, mx, 1, BERT_REDUCE_MAX), BERT_OK) << bert_last_error();
+  EXPECT_EQ(sum[0], float(g_world));
+  EXPECT_EQ(sum[1], float(g_world * (g_world - 1) / 2));
+  EXPECT_FLOAT_EQ(mean[0], (g_world - 1) / 2.0f);
+  EXPECT_EQ(mx[0], float((g_world - 1) * 10));
+  bert_session_destroy(s);
+}
+
+TEST(Dist, ParametersStartIdenticalOnEveryRank) {
+  // Different seeds per rank; rank 0's initial weights must still reach every rank.
+  bert_session* s = create(config(2, 1, ", \"seed\": " + std::to_string(7 + g_rank)), nullptr);
+  ASSERT_NE(s, nullptr);
+  std::vector<float> w = all_weights(s);
+  std::vector<float> mx = w, mn = w;
+  for (float& v : mn) v = -v;
+  ASSERT_EQ(bert_allreduce_host(s, mx.data(), mx.size(), BERT_REDUCE_MAX), BERT_OK);
+  ASSERT_EQ(bert_allreduce_host(s, mn.data(), mn.size(), BERT_REDUCE_MAX), BERT_OK);
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(mx[i], -mn[i]) << "weight " << i << " differs between ranks";
+  bert_session_destroy(s);
+}
+
+TEST(Dist, PerRankClippingBoundsTheReducedGradient) {
+  // max_grad_norm far below the gradient's norm: clipped per rank before the sum, the reduced
+  // (averaged) gradient's norm cannot exceed it; clipped after, the reported norm is unclipped.
+  const std::string clip = ", \"max_grad_norm\": 0.01";
+  GlobalBatch g(g_world * 2, kSeq, kPreds, kVocab, 77);
+  bert_batch b = g.view(g_rank * 2, 2);
+  bert_step_result r;
+  bert_step_result_init(&r);
+  bert_session* per_rank = create(config(2, 1, clip, R"({"timeout_s": 60, "clip_per_rank": true})"), nullptr);
+  ASSERT_NE(per_rank, nullptr);
+  ASSERT_EQ(bert_step(per_rank, &b, &r), BERT_OK) << bert_last_error();
+  EXPECT_LE(r.grad_norm, 0.01f * (1 + 1e-5f));
+  EXPECT_GT(r.grad_norm, 0.0f);
+  bert_session_destroy(per_rank);
+  bert_session* global = create(config(2, 1, clip), nullptr);
+  ASSERT_NE(global, nullptr);
+  ASSERT_EQ(bert_step(global, &b, &r), BERT_OK) << bert_last_error();
+  EXPECT_GT(r.grad_norm, 0.1f);
+  bert_session_destroy(global);
+}
+
+TEST(Dist, TokenImbalanceBetweenRanksIsLogged) {
+  static std::vector<std::string> messages;
+  messages.clear();
+  bert_set_log_callback([](bert_log_level, const char* m, void*) { messages.emplace_back(m); }, nullptr);
+  bert_session* s = create(config(2, 1, ", \"log_every\": 1"), nullptr);
+  ASSERT_NE(s, nullptr);
+  GlobalBatch g(2 * g_world, kSeq, kPreds, kVocab, 4242);
+  bert_batch b = g.view(2 * g_rank, 2);
+  bert_step_result r;
+  bert_step_result_init(&r);
+  ASSERT_EQ(bert_step(s, &b, &r), BERT_OK) << bert_last_error();
+  bert_session_destroy(s);
+  bert_set_log_callback(nullptr, nullptr);
+  if (g_rank != 0) return;  // rank 0 reports
+  std::vector<int> tokens(g_world, 0);
+  for (int row = 0; row < 2 * g_world; ++row) {
+    for (int t = 0; t < kSeq; ++t) tokens[row / 2] += g.mask[row * kSeq + t];
+  }
+  int heaviest = 0, sum = 0;
+  for (int w = 0; w < g_world; ++w) {
+    sum += tokens[w];
+    if (tokens[w] > tokens[heaviest]) heaviest = w;
+  }
+  char expected[128];
+  std::snprintf(expected, sizeof expected, "heaviest rank %d %d, imbalance %.2f%%", heaviest, tokens[heaviest],
+                100.0 * (tokens[heaviest] * g_world / double(sum) - 1.0));
+  bool found = false;
+  for (const std::string& m : messages) found = found || m.find(expected) != std::string::npos;
+  EXPECT_TRUE(found) << "no log message with '" << expected << "'";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The host initialises MPI here (the library then uses it and leaves finalising to the host).
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+  ::testing::InitGoogleTest(&argc, argv);
+  int failed = RUN_ALL_TESTS();
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return failed;
+}

@@ -1,0 +1,49 @@
+// The CUDA backend's behaviour where no GPU can be used (this runs on CPU-only CI machines):
+// cuda_available() is false and asking for a device fails with a clear backend error rather
+// than a crash. Precision names are checked on every machine.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/ops.h"
+#include "core/error.h"
+
+namespace bert {
+namespace {
+
+bool device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+TEST(CudaWithoutDevice, FactoryReportsABackendError) {
+  if (device_present()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(cuda_available());
+  try {
+    make_cuda_ops(0);
+    FAIL() << "make_cuda_ops must throw without a device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::backend);
+    EXPECT_NE(std::string(e.what()).find("no CUDA device available"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CudaPrecision, NamesAreParsedAndUnknownOnesRejected) {
+  EXPECT_EQ(parse_gemm_precision("fp32"), GemmPrecision::fp32);
+  EXPECT_EQ(parse_gemm_precision("tf32"), GemmPrecision::tf32);
+  EXPECT_EQ(parse_gemm_precision("bf16"), GemmPrecision::bf16);
+  try {
+    parse_gemm_precision("fp16x");
+    FAIL() << "fp16x must be rejected";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_EQ(std::string(e.what()),
+              "CUDA precision 'fp16x' is not one of \"fp32\", \"tf32\", \"bf16\"");
+  }
+}
+
+}  // namespace
+}  // namespace bert
