@@ -72,10 +72,35 @@ def hf_tokenizers(vocab, text_path, threads):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def install_tensorflow_stand_in(absl_flags):
+    """create_pretraining_data imports TensorFlow only for flags, file access, logging and
+    TFRecord writing; instance creation is pure Python. When TensorFlow is not installed, a
+    stand-in module provides the first three (absl flags, open/glob, no-op logging) so the
+    reference logic runs unchanged."""
+    try:
+        import tensorflow  # noqa: F401 - the real one, when present
+        return
+    except ImportError:
+        pass
+    import glob
+    import types
+    v1 = types.ModuleType("tensorflow.compat.v1")
+    v1.flags = absl_flags
+    v1.gfile = types.SimpleNamespace(GFile=open, Glob=glob.glob)
+    v1.logging = types.SimpleNamespace(info=lambda *a, **k: None, set_verbosity=lambda *a: None, INFO=0)
+    compat = types.ModuleType("tensorflow.compat")
+    compat.v1 = v1
+    tf = types.ModuleType("tensorflow")
+    tf.compat = compat
+    tf.gfile, tf.logging, tf.flags = v1.gfile, v1.logging, v1.flags
+    sys.modules.update({"tensorflow": tf, "tensorflow.compat": compat, "tensorflow.compat.v1": v1})
+
+
 def reference_instances(vocab, text_path, dupe):
     """Google's create_training_instances (tokenisation + instance creation, no TF writing)."""
     try:
         from absl import flags
+        install_tensorflow_stand_in(flags)
         flags.FLAGS(["bench"], known_only=True)
         from bert import create_pretraining_data as cpd
         from bert import tokenization
