@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "data/shard_source.h"
 #include "data/synthetic_source.h"
+#include "session/rank_balance.h"
 #include "dist/config_agreement.h"
 
 namespace bert {
@@ -286,6 +287,7 @@ void Session::run_step_micro_batches(const BatchView* batch) {
   } else {
     for (int i = 0; i < config_.train.accumulation_steps; ++i) {
       train_data_->next(host_batch_, micro);
+      if (config_.data.balance_ranks) host_batch_ = balance_across_ranks(host_batch_, *comm_);
       forward_backward(view_of(host_batch_));
     }
   }

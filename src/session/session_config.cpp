@@ -52,6 +52,7 @@ void parse_data(JsonReader r, DataConfig& d) {
   d.skip_bad_shards = r.get_bool("skip_bad_shards", d.skip_bad_shards);
   d.unpad = r.get_bool("unpad", d.unpad);
   d.bucket_bins = static_cast<int>(r.get_int("bucket_bins", d.bucket_bins, 0, 1 << 16));
+  d.balance_ranks = r.get_bool("balance_ranks", d.balance_ranks);
   r.finish();
   if (d.source == "hdf5" && d.train_dir.empty()) {
     fail(Code::config, "config key 'data.train_dir' is required when data.source is \"hdf5\"");
@@ -147,7 +148,8 @@ nlohmann::json SessionConfig::to_json() const {
         {"eval_batches", data.eval_batches},
         {"skip_bad_shards", data.skip_bad_shards},
         {"unpad", data.unpad},
-        {"bucket_bins", data.bucket_bins}}},
+        {"bucket_bins", data.bucket_bins},
+        {"balance_ranks", data.balance_ranks}}},
       {"checkpoint",
        {{"dir", checkpoint.dir},
         {"every", checkpoint.every},

@@ -39,6 +39,7 @@ struct DataConfig {
   bool skip_bad_shards = false;
   bool unpad = true;  // drop padding tokens from the computation
   int bucket_bins = 0;
+  bool balance_ranks = false;  // exchange samples so ranks get similar token counts (own data only)
 };
 
 struct CheckpointConfig {

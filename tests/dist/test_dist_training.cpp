@@ -254,6 +254,47 @@ TEST(Dist, TokenImbalanceBetweenRanksIsLogged) {
   EXPECT_TRUE(found) << "no log message with '" << expected << "'";
 }
 
+// data.balance_ranks deals the pooled samples out again: the same global tokens per step (same
+// mean per rank), a smaller gap between the heaviest rank and the mean.
+TEST(Dist, BalancedRanksGetSimilarTokenCounts) {
+  static std::vector<std::string> messages;
+  auto run = [&](bool balance) {
+    messages.clear();
+    bert_set_log_callback([](bert_log_level, const char* m, void*) { messages.emplace_back(m); }, nullptr);
+    std::string cfg = config(4, 1, R"(, "log_every": 1)");
+    const std::string key = R"("max_predictions_per_seq": 3)";
+    if (balance) cfg.replace(cfg.find(key), key.size(), key + R"(, "balance_ranks": true)");
+    bert_session* s = create(cfg, nullptr);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(bert_step(s, nullptr, nullptr), BERT_OK) << bert_last_error();
+    bert_session_destroy(s);
+    bert_set_log_callback(nullptr, nullptr);
+    std::vector<std::pair<double, double>> mean_and_imbalance;
+    for (const std::string& m : messages) {
+      double mean = 0, imbalance = 0;
+      const size_t at = m.find("real tokens per rank: mean ");
+      const size_t im = m.find("imbalance ");
+      if (at == std::string::npos || im == std::string::npos) continue;
+      std::sscanf(m.c_str() + at, "real tokens per rank: mean %lf", &mean);
+      std::sscanf(m.c_str() + im, "imbalance %lf", &imbalance);
+      mean_and_imbalance.emplace_back(mean, imbalance);
+    }
+    return mean_and_imbalance;
+  };
+  const auto plain = run(false), balanced = run(true);
+  if (g_rank != 0) return;  // rank 0 reports
+  ASSERT_EQ(plain.size(), 6u);
+  ASSERT_EQ(balanced.size(), 6u);
+  double plain_sum = 0, balanced_sum = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(plain[i].first, balanced[i].first) << "step " << i << ": the global samples changed";
+    plain_sum += plain[i].second;
+    balanced_sum += balanced[i].second;
+  }
+  std::printf("mean token imbalance over 6 steps: %.2f%% drawn, %.2f%% balanced\n", plain_sum / 6, balanced_sum / 6);
+  EXPECT_LT(balanced_sum, plain_sum);
+  EXPECT_LT(balanced_sum / 6, 2.0);
+}
+
 // bert_checkpoint gathers every rank's data cursor (rank 0 writes); loading it in new sessions
 // continues each rank's own data stream exactly: the next losses are bit-identical per rank.
 TEST(Dist, CheckpointHoldsEveryRanksCursorAndResumesExactly) {
