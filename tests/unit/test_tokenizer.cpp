@@ -50,9 +50,13 @@ std::string repeat(const std::string& piece, int n) {
 
 // Expected tokens (space-joined) per text, from the reference.
 std::vector<std::string> expected(bool lower_case, int max_chars) {
-  const std::string long_words =
-      max_chars == 100 ? "[UNK] b" + repeat("##b", 99) + " [UNK]"
-                       : "a" + repeat("##a", 100) + " b" + repeat("##b", 99) + " x" + repeat("##x", 149);
+  std::string long_words;
+  if (max_chars == 100) {
+    long_words.append("[UNK] b").append(repeat("##b", 99)).append(" [UNK]");
+  } else {
+    long_words.append("a").append(repeat("##a", 100)).append(" b").append(repeat("##b", 99));
+    long_words.append(" x").append(repeat("##x", 149));
+  }
   if (lower_case) {
     return {"hello , world ! the cafe ' [UNK] naive resume ( stra\303\237e ) [UNK] ' [UNK] un ##aff ##able .",
             "\316\277 ##\316\264 ##\316\277\317\202 . \316\277 ##\316\264 ##\316\277\317\202 \316\264 ' \317\202 \317\203 "
