@@ -18,8 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+void fsync_directory(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) fail(Code::io, "cannot open '", path, "' to fsync: ", std::strerror(errno));
   int rc = ::fsync(fd);
   int err = errno;
@@ -233,7 +233,7 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       fail(Code::io, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
     }
-    fsync_path(dir.string(), true);
+    fsync_directory(dir.string());
   } catch (...) {
     std::remove(tmp.c_str());
     throw;

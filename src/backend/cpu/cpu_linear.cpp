@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_activation.h"
+#include "backend/op_checks.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -13,11 +14,6 @@ namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 32;
-
-void check_linear_shape(const char* op, int64_t M, int K, int N) {
-  BERT_CHECK(M >= 0 && K > 0 && N > 0, Code::invalid_argument, op, ": bad shape M=", M, " K=", K,
-             " N=", N);
-}
 
 }  // namespace
 
@@ -56,8 +52,7 @@ void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, con
                         const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
                         int K, int N, Activation act, bool accumulate_din) {
   check_linear_shape("linear_bwd", M, K, N);
-  BERT_CHECK(act == Activation::none || (pre_act != nullptr && dpre_scratch != nullptr),
-             Code::invalid_argument, "linear_bwd: an activation needs pre_act and dpre_scratch");
+  check_linear_bwd_buffers(act, pre_act, dpre_scratch);
   if (M == 0) return;
   const float* dpre = dout;  // [M, N]
   if (act != Activation::none) {

@@ -6,15 +6,11 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/op_checks.h"
 #include "backend/cuda/cuda_ops.h"
 
 namespace bert {
 namespace {
-
-void check_linear_shape(const char* op, int64_t M, int K, int N) {
-  BERT_CHECK(M >= 0 && K > 0 && N > 0, Code::invalid_argument, op, ": bad shape M=", M, " K=", K,
-             " N=", N);
-}
 
 double gelu_tanh_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -107,8 +103,7 @@ void CudaOps::linear_bwd(float* din, float* dW, float* db, const float* dout, co
                          const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
                          int K, int N, Activation act, bool accumulate_din) {
   check_linear_shape("linear_bwd", M, K, N);
-  BERT_CHECK(act == Activation::none || (pre_act != nullptr && dpre_scratch != nullptr),
-             Code::invalid_argument, "linear_bwd: an activation needs pre_act and dpre_scratch");
+  check_linear_bwd_buffers(act, pre_act, dpre_scratch);
   if (M == 0) return;
   const float* dpre = dout;  // [M, N]
   if (act != Activation::none) {
