@@ -4,7 +4,7 @@
 namespace bert {
 
 std::unique_ptr<Ops> make_cuda_ops(int) { return nullptr; }
-std::unique_ptr<Ops> make_cuda_ops(int, const std::string&) { return nullptr; }
+std::unique_ptr<Ops> make_cuda_ops(int, const CudaOptions&) { return nullptr; }
 bool cuda_available() { return false; }
 
 }  // namespace bert

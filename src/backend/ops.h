@@ -69,6 +69,16 @@ class Ops {
   virtual void synchronize() = 0;
   // Peak bytes of backend memory held at once since creation (arena accounting).
   virtual size_t peak_bytes() const = 0;
+  // The backend's work queue (a cudaStream_t for CUDA; null for the CPU, which runs in order),
+  // so a communicator can start a collective after the work queued so far.
+  virtual void* native_stream() { return nullptr; }
+
+  // ---- weights ------------------------------------------------------------------------
+  // The flat fp32 parameter buffer (master weights). A backend that feeds GEMMs in low
+  // precision keeps one low-precision copy of it, refreshed lazily after weights_changed(),
+  // which every writer of the parameters calls (optimizer step, loads, broadcast).
+  virtual void set_weights(const float* params, int64_t n) { (void)params, (void)n; }
+  virtual void weights_changed() {}
 
   // ---- embeddings ---------------------------------------------------------------------
   // out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
@@ -91,6 +101,9 @@ class Ops {
   virtual void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
                           const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
                           int K, int N, Activation act, bool accumulate_din) = 0;
+
+  // out = act(pre) over n elements (activation recomputation in backward).
+  virtual void activation_fwd(float* out, const float* pre, int64_t n, Activation act) = 0;
 
   // ---- normalisation, dropout, residual -----------------------------------------------
   // out = (in - mean)·rstd·gamma + beta per row of in[M,N]; mean[M], rstd[M] saved.
@@ -156,10 +169,17 @@ class Ops {
 
 // Backend factories. make_cpu_ops is always available; threads <= 0 means all cores.
 std::unique_ptr<Ops> make_cpu_ops(int threads);
-// Return null when the engine was built without CUDA. `precision` is the GEMM input precision
-// ("fp32", "tf32" — the default — or "bf16"); accumulation and outputs are fp32.
+// Return null when the engine was built without CUDA.
+struct CudaOptions {
+  // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation and
+  // outputs are fp32.
+  std::string precision = "tf32";
+  // Attention through cuDNN's fused scaled-dot-product attention instead of the reference
+  // GEMM + softmax kernels (needs a build with cudnn-frontend; its dropout masks are cuDNN's).
+  bool fused_attention = false;
+};
 std::unique_ptr<Ops> make_cuda_ops(int device);
-std::unique_ptr<Ops> make_cuda_ops(int device, const std::string& precision);
+std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options);
 bool cuda_available();
 
 }  // namespace bert

@@ -14,6 +14,11 @@ namespace bert {
 
 enum class ReduceOp { sum, mean, max };
 
+// The precision gradients travel in. Low-precision sums are taken of values pre-divided by
+// the world size (so fp16 does not overflow) and multiplied back after the reduction.
+enum class WirePrecision { fp32, bf16, fp16 };
+WirePrecision parse_wire_precision(const std::string& name);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -24,6 +29,13 @@ class Communicator {
   virtual std::string name() const = 0;
   // In-place sum over ranks of n floats in backend memory.
   virtual void allreduce_sum(float* data, int64_t n) = 0;
+  // Starts an in-place sum over ranks of n floats of backend memory once the work queued on
+  // `stream` (Ops::native_stream(); null for the CPU) is done, and returns without waiting,
+  // so gradient buckets reduce while the backward pass goes on. Every rank starts the same
+  // buckets in the same order. finish_allreduce_sums() waits for all started sums; the data
+  // must not be touched in between. This default reduces at once (fp32 only).
+  virtual void start_allreduce_sum(float* data, int64_t n, WirePrecision wire, void* stream);
+  virtual void finish_allreduce_sums() {}
   // In-place reduction over ranks of n floats in host memory.
   virtual void allreduce_host(float* data, int64_t n, ReduceOp op) = 0;
   // Copies rank 0's n floats (backend memory) to every rank.

@@ -3,7 +3,9 @@
 // handler returns errors, so a dead or silent peer makes the survivors throw
 // Error(distributed) naming the operation instead of hanging. The library initialises MPI
 // itself when the host has not, and then finalises it at exit (unless a collective failed:
-// MPI_Finalize would wait for the dead peer).
+// MPI_Finalize would wait for the dead peer). Gradient buckets are started with MPI_Iallreduce
+// and completed together; in bf16/fp16 they travel as 16-bit words summed by a user-defined
+// MPI operation that adds in fp32 and rounds back, as NCCL does.
 #define OMPI_SKIP_MPICXX 1  // the C API of MPI only
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -12,10 +14,12 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "dist/deadline.h"
 #include "dist/launch.h"
 
@@ -63,6 +67,33 @@ void ensure_mpi_initialized() {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
+// Element-wise sums of 16-bit floats for MPI_Iallreduce (user-defined, commutative).
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
+}
+
+MPI_Op wire_sum_op(WirePrecision wire) {
+  static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
+  MPI_Op& op = ops[wire == WirePrecision::bf16 ? 0 : 1];
+  if (op == MPI_OP_NULL) {
+    MPI_User_function* fn = wire == WirePrecision::bf16 ? &sum_16bit<bf16_bits_to_float, float_to_bf16_bits>
+                                                        : &sum_16bit<fp16_bits_to_float, float_to_fp16_bits>;
+    if (MPI_Op_create(fn, 1, &op) != MPI_SUCCESS) fail(Code::distributed, "MPI_Op_create for the 16-bit gradient sum failed");
+  }
+  return op;
+}
+
+// A started gradient bucket: its requests and, for a 16-bit wire, the words on the wire.
+struct PendingSum {
+  float* data = nullptr;
+  int64_t n = 0;
+  WirePrecision wire = WirePrecision::fp32;
+  std::vector<uint16_t> words;
+};
+
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(const LaunchPlan& plan) : timeout_s_(plan.timeout_s) {
@@ -94,6 +125,60 @@ class MpiCommunicator : public Communicator {
 
   // The CPU backend's memory is host memory, so gradients reduce like host buffers.
   void allreduce_sum(float* data, int64_t n) override { reduce("allreduce_sum", data, n, ReduceOp::sum); }
+
+  void start_allreduce_sum(float* data, int64_t n, WirePrecision wire, void*) override {
+    auto p = std::make_unique<PendingSum>();
+    p->data = data;
+    p->n = n;
+    p->wire = wire;
+    const float pre = 1.0f / static_cast<float>(world_);
+    if (wire != WirePrecision::fp32) {
+      p->words.resize(n);
+      for (int64_t i = 0; i < n; ++i) {
+        p->words[i] = wire == WirePrecision::bf16 ? float_to_bf16_bits(data[i] * pre) : float_to_fp16_bits(data[i] * pre);
+      }
+    }
+    start("allreduce_sum (bucket)", [&] {
+      for (int64_t done = 0; done < n;) {
+        const int count = static_cast<int>(std::min<int64_t>(n - done, kMaxCount));
+        pending_reqs_.emplace_back();
+        if (wire == WirePrecision::fp32) {
+          BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT, MPI_SUM, comm_, &pending_reqs_.back()));
+        } else {
+          BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, p->words.data() + done, count, MPI_UINT16_T, wire_sum_op(wire),
+                                        comm_, &pending_reqs_.back()));
+        }
+        done += count;
+      }
+    });
+    pending_elems_ += n;
+    pending_.push_back(std::move(p));
+    int flag = 0;  // drives MPI's progress engine so earlier buckets move while backward goes on
+    const int rc = MPI_Testall(static_cast<int>(pending_reqs_.size()), pending_reqs_.data(), &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      const std::string why = mpi_error_text(rc);
+      mark_broken(why);
+      fail(Code::distributed, "MPI allreduce_sum (bucket) on rank ", rank_, " of ", world_, " failed: ", why,
+           " (a peer rank probably died)");
+    }
+  }
+
+  void finish_allreduce_sums() override {
+    std::vector<std::unique_ptr<PendingSum>> done = std::move(pending_);
+    std::vector<MPI_Request> reqs = std::move(pending_reqs_);
+    const int64_t n = pending_elems_;
+    pending_.clear();
+    pending_reqs_.clear();
+    pending_elems_ = 0;
+    if (!reqs.empty()) wait("allreduce_sum (buckets)", n, reqs);
+    for (const auto& p : done) {
+      if (p->wire == WirePrecision::fp32) continue;
+      const float post = static_cast<float>(world_);
+      for (int64_t i = 0; i < p->n; ++i) {
+        p->data[i] = (p->wire == WirePrecision::bf16 ? bf16_bits_to_float(p->words[i]) : fp16_bits_to_float(p->words[i])) * post;
+      }
+    }
+  }
 
   void allreduce_host(float* data, int64_t n, ReduceOp op) override {
     reduce(op == ReduceOp::max ? "allreduce_host(max)" : op == ReduceOp::mean ? "allreduce_host(mean)"
@@ -198,6 +283,9 @@ class MpiCommunicator : public Communicator {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, world_ = 1, local_rank_ = 0;
+  std::vector<std::unique_ptr<PendingSum>> pending_;
+  std::vector<MPI_Request> pending_reqs_;
+  int64_t pending_elems_ = 0;
   double timeout_s_;
   bool broken_ = false;
   std::string broken_reason_;

@@ -36,6 +36,7 @@ BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& o
     : config_(config), limits_(limits), ops_(ops), table_(config) {
   params_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
   grads_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
+  ops_.set_weights(params_, table_.total_elems);
 
   const int64_t T = static_cast<int64_t>(limits.max_batch) * limits.max_seq_length;
   const int64_t B = limits.max_batch;
@@ -60,16 +61,18 @@ BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& o
     emb_ln_ = c.take<float>(T * H);
     hidden0_ = c.take<float>(T * H);
     acts_.assign(config.num_hidden_layers, LayerActs{});
+    float* shared_probs = limits.recompute_attention ? c.take<float>(B * A * S * S) : nullptr;
+    float* shared_inter = limits.recompute_gelu ? c.take<float>(T * I) : nullptr;
     for (LayerActs& a : acts_) {
       a.qkv = c.take<float>(T * 3 * H);
       a.ctx = c.take<float>(T * H);
-      a.probs = c.take<float>(B * A * S * S);
+      a.probs = limits.recompute_attention ? shared_probs : c.take<float>(B * A * S * S);
       a.res1 = c.take<float>(T * H);
       a.mean1 = c.take<float>(T);
       a.rstd1 = c.take<float>(T);
       a.h1 = c.take<float>(T * H);
       a.pre = c.take<float>(T * I);
-      a.inter = c.take<float>(T * I);
+      a.inter = limits.recompute_gelu ? shared_inter : c.take<float>(T * I);
       a.res2 = c.take<float>(T * H);
       a.mean2 = c.take<float>(T);
       a.rstd2 = c.take<float>(T);
@@ -141,6 +144,7 @@ void BertModel::init_weights(uint64_t seed) {
     }
   }
   ops_.upload(params_, host.data(), host.size() * sizeof(float));
+  ops_.weights_changed();
 }
 
 void BertModel::zero_grads() { ops_.fill_zero(grads_, table_.total_elems * sizeof(float)); }
@@ -175,7 +179,7 @@ void BertModel::check_abort(const std::atomic<bool>* abort) const {
   if (abort && abort->load(std::memory_order_relaxed)) fail(Code::aborted, "the call was aborted");
 }
 
-ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bool backward,
+ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
                             const std::atomic<bool>* abort) {
   const BertConfig& c = config_;
   const ParamTable& P = table_;
@@ -188,6 +192,10 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bo
   const Activation act = c.activation();
   float* W = params_;
   float* G = grads_;
+  const float loss_scale = backward ? backward->loss_scale : 1.0f;
+  auto grads_ready = [&](int64_t offset) {
+    if (backward && backward->on_grads_ready) backward->on_grads_ready(offset);
+  };
 
   upload_inputs(in);
 
@@ -224,7 +232,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bo
   ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
   ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
   ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
-  ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, 1.0f / B);
+  ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, loss_scale / B);
   ops_.download(host_losses.data(), losses_, B * sizeof(float));
   ops_.download(host_correct.data(), correct_, B * sizeof(int32_t));
   for (int i = 0; i < B; ++i) {
@@ -245,7 +253,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bo
     ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
     ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
     ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
-    ops_.softmax_xent(logits_, losses_, correct_, logits_, mlm_labels_, Nm, V, Vp, 1.0f / Nm);
+    ops_.softmax_xent(logits_, losses_, correct_, logits_, mlm_labels_, Nm, V, Vp, loss_scale / Nm);
     ops_.download(host_losses.data(), losses_, Nm * sizeof(float));
     ops_.download(host_correct.data(), correct_, Nm * sizeof(int32_t));
     for (int64_t i = 0; i < Nm; ++i) {
@@ -269,6 +277,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bo
                     mlm_pre_, g_mlm_ln_, Nm, H, H, act, false);
     ops_.scatter_add_rows(dh, g_mlm_h_, mlm_rows_, Nm, H);
   }
+  grads_ready(P.pooler_w);  // the heads; the tied decoder (word_emb) also takes the embedding gradient
 
   // ---- backward: encoder, last layer first --------------------------------------------
   // g0_ = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit.
@@ -280,6 +289,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bo
     // out = LN(res2), res2 = dropout(out_dense) + h1
     ops_.layernorm_bwd(g1_, G + L.out_ln_g, G + L.out_ln_b, g0_, a.res2, a.mean2, a.rstd2, W + L.out_ln_g, T, H);
     ops_.dropout_bwd(g2_, g1_, T * H, site(drop, 4 * l + 3, p_hidden));
+    if (limits_.recompute_gelu) ops_.activation_fwd(a.inter, a.pre, T * I, act);
     ops_.linear_bwd(gi0_, G + L.out_w, G + L.out_b, g2_, a.inter, W + L.out_w, nullptr, nullptr, T, I, H,
                     Activation::none, false);
     ops_.copy(g0_, g1_, T * H * sizeof(float));  // residual path into h1
@@ -289,17 +299,22 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, bo
     ops_.dropout_bwd(g2_, g1_, T * H, site(drop, 4 * l + 2, p_hidden));
     ops_.linear_bwd(g0_, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
                     H, H, Activation::none, false);
-    ops_.attention_bwd(gqkv_, g0_, a.qkv, a.probs, in.layout, A, D,
-                       site(drop, 4 * l + 1, c.attention_probs_dropout_prob));
+    const DropoutSite attn_site = site(drop, 4 * l + 1, c.attention_probs_dropout_prob);
+    if (limits_.recompute_attention) {  // the same inputs and dropout site give the same probs
+      ops_.attention_fwd(scratch_th_, a.probs, a.qkv, key_bias_, in.layout, A, D, attn_site);
+    }
+    ops_.attention_bwd(gqkv_, g0_, a.qkv, a.probs, in.layout, A, D, attn_site);
     ops_.copy(g0_, g1_, T * H * sizeof(float));  // residual path into h_in
     ops_.linear_bwd(g0_, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
                     Activation::none, true);
+    grads_ready(L.qkv_w);
   }
 
   // ---- backward: embeddings -----------------------------------------------------------
   ops_.dropout_bwd(g1_, g0_, T * H, site(drop, 0, p_hidden));
   ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, g1_, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T, H);
   ops_.embedding_bwd(G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H);
+  grads_ready(0);
   return stats;
 }
 

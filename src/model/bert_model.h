@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backend/ops.h"
@@ -14,10 +15,15 @@
 
 namespace bert {
 
+// What the activation arena must hold. Recomputation trades compute for memory: the GELU
+// output (recompute_gelu) or the attention probabilities (recompute_attention) are kept for
+// one layer only and recomputed from the saved inputs in backward.
 struct ModelLimits {
   int max_batch = 0;        // sequences per micro-batch
   int max_seq_length = 0;   // tokens per sequence
   int max_predictions = 0;  // masked positions per sequence
+  bool recompute_gelu = false;
+  bool recompute_attention = false;
 };
 
 // Sums over one micro-batch; losses are sums so callers can average as they need.
@@ -27,6 +33,16 @@ struct ForwardStats {
   int64_t mlm_correct = 0, nsp_correct = 0;
   double mlm_loss() const { return mlm_count ? mlm_loss_sum / mlm_count : 0.0; }
   double nsp_loss() const { return nsp_count ? nsp_loss_sum / nsp_count : 0.0; }
+};
+
+// How a training forward runs its backward. The loss gradient is multiplied by loss_scale
+// (fp16 loss scaling). on_grads_ready(offset), when set, is called as soon as every gradient
+// at flat offset >= `offset` is final for this micro-batch: once after the heads, once per
+// encoder layer (last first), and with 0 after the embeddings — so a caller can start
+// reducing gradients while the backward pass goes on.
+struct BackwardOptions {
+  float loss_scale = 1.0f;
+  std::function<void(int64_t offset)> on_grads_ready;
 };
 
 struct DropoutStream {
@@ -52,9 +68,10 @@ class BertModel {
   void init_weights(uint64_t seed);
   void zero_grads();
 
-  // Forward; with `backward` also accumulates (+=) the gradient of
-  // mean MLM loss + mean NSP loss into the gradient buffer. `abort` is polled between layers.
-  ForwardStats run(const ModelInputs& inputs, const DropoutStream& dropout, bool backward,
+  // Forward; with `backward` (non-null) also accumulates (+=) the gradient of
+  // loss_scale · (mean MLM loss + mean NSP loss) into the gradient buffer. `abort` is polled
+  // between layers.
+  ForwardStats run(const ModelInputs& inputs, const DropoutStream& dropout, const BackwardOptions* backward,
                    const std::atomic<bool>* abort);
 
  private:
@@ -78,7 +95,7 @@ class BertModel {
   int32_t *word_ids_, *pos_ids_, *type_ids_, *cls_rows_, *mlm_rows_, *mlm_labels_, *nsp_labels_;
   float* key_bias_;
   float *emb_sum_, *emb_mean_, *emb_rstd_, *emb_ln_, *hidden0_;  // [T,H] embeddings
-  std::vector<LayerActs> acts_;
+  std::vector<LayerActs> acts_;  // with recomputation, every layer's inter or probs is one shared buffer
   float *scratch_th_;                                          // [T,H]
   float *cls_h_, *pool_pre_, *pooled_, *nsp_logits_;             // [B,H], [B,H], [B,H], [B,2]
   float *mlm_h_, *mlm_pre_, *mlm_act_, *mlm_mean_, *mlm_rstd_, *mlm_ln_, *logits_;  // [Nm,*]

@@ -62,6 +62,7 @@ OptimizerResult Optimizer::step(float* params, const float* grads, double lr, do
     }
   }
   ops_.apply_update(params, update_, segs_, scale);
+  ops_.weights_changed();
   steps_ = t;
   return result;
 }

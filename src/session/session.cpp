@@ -30,11 +30,10 @@ double seconds_since(Clock::time_point t0) {
 std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   if (c.device == "cpu") return make_cpu_ops(c.train.threads);
   const int index = c.device == "cuda" ? local_rank : std::stoi(c.device.substr(5));
-  if (c.train.precision == "fp16") {
-    fail(Code::unsupported, "config key 'train.precision' = \"fp16\": fp16 with dynamic loss scaling is not implemented "
-         "yet; use \"bf16\" or \"tf32\"");
-  }
-  std::unique_ptr<Ops> ops = make_cuda_ops(index, c.train.precision);
+  CudaOptions options;
+  options.precision = c.train.precision;
+  options.fused_attention = c.train.fused_attention;
+  std::unique_ptr<Ops> ops = make_cuda_ops(index, options);
   if (!ops) fail(Code::unsupported, "config key 'device' = \"", c.device, "\": this build of bertengine has no CUDA backend");
   return ops;
 }
@@ -96,7 +95,7 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
 }  // namespace
 
 Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm)
-    : config_(config), comm_(std::move(comm)) {
+    : config_(config), comm_(std::move(comm)), scaler_(config.train.loss_scale) {
   if (config_.train.threads <= 0) config_.train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config_json_ = config_.to_json().dump();
   check_same_config(*comm_, config_.to_json());
@@ -105,6 +104,8 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   limits.max_batch = config_.train.micro_batch;
   limits.max_seq_length = config_.data.max_seq_length;
   limits.max_predictions = config_.data.max_predictions_per_seq;
+  limits.recompute_gelu = config_.train.recompute_gelu;
+  limits.recompute_attention = config_.train.recompute_attention;
   model_ = std::make_unique<BertModel>(config_.model, limits, *ops_);
   model_->init_weights(config_.train.seed);
   if (!config_.train.init_checkpoint.empty()) load_weights(config_.train.init_checkpoint);
@@ -116,6 +117,11 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     }
   }
   comm_->broadcast(model_->param_data(), model_->params().total_elems);
+  ops_->weights_changed();
+  // Per-rank clipping needs the whole local gradient before any of it is reduced.
+  sync_ = std::make_unique<GradientSync>(*comm_, model_->grad_data(), model_->params().total_elems,
+                                         config_.dist.clip_per_rank ? 0.0 : config_.dist.bucket_mb,
+                                         parse_wire_precision(config_.dist.wire_precision), ops_->native_stream());
   OptimizerConfig optimizer_config = config_.train.optimizer;
   if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
   optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_);
@@ -136,6 +142,7 @@ ModelInputs Session::inputs(const BatchView& batch) const {
 }
 
 void Session::discard_accumulation() {
+  sync_->drain();
   model_->zero_grads();
   accum_micro_ = 0;
   accum_mlm_ = accum_nsp_ = 0;
@@ -159,7 +166,9 @@ auto Session::abortable(F&& body) -> decltype(body()) {
   }
 }
 
-StepStats Session::forward_backward(const BatchView& batch) {
+StepStats Session::forward_backward(const BatchView& batch) { return forward_backward(batch, false); }
+
+StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
   return abortable([&] {
     const auto t0 = Clock::now();
     ModelInputs in = inputs(batch);
@@ -167,7 +176,10 @@ StepStats Session::forward_backward(const BatchView& batch) {
     drop.enabled = config_.train.dropout;
     drop.seed = config_.train.seed + 7919ull * static_cast<uint64_t>(comm_->rank());
     drop.step = micro_step_;
-    ForwardStats f = model_->run(in, drop, true, &abort_);
+    BackwardOptions backward;
+    backward.loss_scale = static_cast<float>(scaler_.scale());
+    if (last_of_step && sync_->overlaps()) backward.on_grads_ready = [this](int64_t offset) { sync_->grads_ready(offset); };
+    ForwardStats f = model_->run(in, drop, &backward, &abort_);
     ++micro_step_;
     ++accum_micro_;
     accum_mlm_ += f.mlm_loss();
@@ -189,9 +201,8 @@ StepStats Session::forward_backward(const BatchView& batch) {
 
 void Session::allreduce() {
   abortable([&] {
-    const int64_t n = model_->params().total_elems;
     if (config_.dist.clip_per_rank && accum_micro_ > 0) clip_local_gradient();
-    comm_->allreduce_sum(model_->grad_data(), n);
+    sync_->finish();
     if (comm_->world_size() > 1) measure_token_imbalance();
   });
 }
@@ -207,7 +218,7 @@ void Session::clip_local_gradient() {
   ops_->segment_sumsq(sq.data(), model_->grad_data(), all);
   double total = 0;
   for (double v : sq) total += v;
-  const double norm = std::sqrt(total) / accum_micro_;
+  const double norm = std::sqrt(total) / accum_micro_ / scaler_.scale();
   if (std::isfinite(norm) && norm > max_norm) ops_->scale(model_->grad_data(), static_cast<float>(max_norm / norm), table.total_elems);
 }
 
@@ -241,8 +252,11 @@ StepStats Session::optimizer_step() {
     const auto t0 = Clock::now();
     StepStats s;
     s.learning_rate = schedule_.at(global_step_ + 1);
-    const double grad_scale = 1.0 / (static_cast<double>(accum_micro_) * comm_->world_size());
+    // The gradient is a sum over micro-batches and ranks of loss-scaled gradients.
+    const double grad_scale = 1.0 / (static_cast<double>(accum_micro_) * comm_->world_size() * scaler_.scale());
     OptimizerResult r = optimizer_->step(model_->param_data(), model_->grad_data(), s.learning_rate, grad_scale);
+    s.loss_scale = scaler_.scale();
+    scaler_.update(r.skipped);
     ++global_step_;
     s.step = global_step_;
     s.grad_norm = r.grad_norm;
@@ -255,7 +269,12 @@ StepStats Session::optimizer_step() {
     s.sequences = accum_sequences_;
     s.tokens = accum_tokens_;
     s.seconds = seconds_since(t0);
-    if (r.skipped) log_message(log_warning, "step " + std::to_string(global_step_) + " skipped: non-finite gradient norm");
+    if (r.skipped) {
+      log_message(log_warning, "step " + std::to_string(global_step_) + " skipped: non-finite gradient norm" +
+                                   (config_.train.loss_scale.mode == "dynamic"
+                                        ? " (loss scale " + std::to_string(s.loss_scale) + " -> " + std::to_string(scaler_.scale()) + ")"
+                                        : ""));
+    }
     discard_accumulation();
     return s;
   });
@@ -282,13 +301,13 @@ void Session::run_step_micro_batches(const BatchView* batch) {
                Code::invalid_argument, "batch_size ", batch->batch_size, " is outside [1, train.micro_batch × ",
                "train.accumulation_steps = ", micro * config_.train.accumulation_steps, "]");
     for (int begin = 0; begin < batch->batch_size; begin += micro) {
-      forward_backward(slice(*batch, begin, std::min(micro, batch->batch_size - begin)));
+      forward_backward(slice(*batch, begin, std::min(micro, batch->batch_size - begin)), begin + micro >= batch->batch_size);
     }
   } else {
     for (int i = 0; i < config_.train.accumulation_steps; ++i) {
       train_data_->next(host_batch_, micro);
       if (config_.data.balance_ranks) host_batch_ = balance_across_ranks(host_batch_, *comm_);
-      forward_backward(view_of(host_batch_));
+      forward_backward(view_of(host_batch_), i + 1 == config_.train.accumulation_steps);
     }
   }
 }
@@ -298,7 +317,7 @@ EvalStats Session::eval(const BatchView* batch) {
     ForwardStats total;
     auto run_one = [&](const BatchView& b) {
       ModelInputs in = inputs(b);
-      ForwardStats f = model_->run(in, DropoutStream{}, false, &abort_);
+      ForwardStats f = model_->run(in, DropoutStream{}, nullptr, &abort_);
       total.mlm_loss_sum += f.mlm_loss_sum;
       total.mlm_count += f.mlm_count;
       total.mlm_correct += f.mlm_correct;
@@ -361,7 +380,8 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
              {"optimizer_steps", optimizer_->steps_taken()},
              {"micro_step", micro_step_},
              {"seed", config_.train.seed},
-             {"loss_scale", 1.0},
+             {"loss_scale", scaler_.scale()},
+             {"loss_scale_clean_steps", scaler_.clean_steps()},
              {"world_size", comm_->world_size()},
              {"data_cursors", comm_->allgather_text(train_data_->cursor().dump())}};
   if (comm_->rank() == 0) {
@@ -384,12 +404,19 @@ void Session::load_checkpoint(const std::string& path) {
   const nlohmann::json& st = c.state;
   int64_t step = 0, optimizer_steps = 0;
   uint64_t micro_step = 0, seed = 0;
+  double loss_scale = 1.0;
+  int64_t clean_steps = 0;
   std::string cursor;
   try {
     step = st.at("global_step").get<int64_t>();
     optimizer_steps = st.at("optimizer_steps").get<int64_t>();
     micro_step = st.at("micro_step").get<uint64_t>();
     seed = st.at("seed").get<uint64_t>();
+    loss_scale = st.value("loss_scale", 1.0);
+    clean_steps = st.value("loss_scale_clean_steps", int64_t{0});
+    if (!(loss_scale > 0) || !std::isfinite(loss_scale)) {
+      fail(Code::checkpoint, "checkpoint '", path, "' has an invalid loss_scale ", loss_scale);
+    }
     const int phase = st.at("phase").get<int>();
     if (phase != config_.train.phase) {
       fail(Code::checkpoint, "checkpoint '", path, "' is from phase ", phase, " but train.phase = ", config_.train.phase,
@@ -422,7 +449,9 @@ void Session::load_checkpoint(const std::string& path) {
   ops_->upload(model_->param_data(), weights.data(), n * sizeof(float));
   ops_->upload(optimizer_->exp_avg(), m.data(), n * sizeof(float));
   ops_->upload(optimizer_->exp_avg_sq(), v.data(), n * sizeof(float));
+  ops_->weights_changed();
   optimizer_->set_steps_taken(optimizer_steps);
+  scaler_.restore(loss_scale, clean_steps);
   global_step_ = step;
   micro_step_ = micro_step;
   train_data_ = std::move(data);
@@ -439,6 +468,7 @@ void Session::load_weights(const std::string& path) {
   ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
   load_tensors(table, c.model, path, "model", host.data());
   ops_->upload(model_->param_data(), host.data(), host.size() * sizeof(float));
+  ops_->weights_changed();
 }
 
 int64_t Session::resume_latest(const std::string& requested_dir) {
@@ -484,6 +514,7 @@ void Session::write_param(const std::string& name, const float* src, size_t coun
   const ParamEntry& e = entry(name, count);
   BERT_CHECK(src != nullptr, Code::invalid_argument, "source buffer is NULL");
   ops_->upload(model_->param_data() + e.offset, src, count * sizeof(float));
+  ops_->weights_changed();
 }
 
 }  // namespace bert

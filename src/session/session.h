@@ -12,8 +12,10 @@
 #include "data/batch.h"
 #include "dist/communicator.h"
 #include "model/bert_model.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "session/gradient_sync.h"
 #include "session/session_config.h"
 
 namespace bert {
@@ -73,6 +75,8 @@ class Session {
  private:
   const ParamEntry& entry(const std::string& name, size_t count) const;
   ModelInputs inputs(const BatchView& batch) const;
+  // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.
+  StepStats forward_backward(const BatchView& batch, bool last_of_step);
   void discard_accumulation();
   void run_step_micro_batches(const BatchView* batch);
   void clip_local_gradient();
@@ -87,6 +91,8 @@ class Session {
   std::unique_ptr<BertModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataSource> train_data_;
+  std::unique_ptr<GradientSync> sync_;
+  LossScaler scaler_;
   LrSchedule schedule_;
   HostBatch host_batch_;
 

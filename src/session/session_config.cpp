@@ -1,6 +1,7 @@
 // Parsing and validation of the session config (schema in README.md).
 #include "session/session_config.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -33,6 +34,19 @@ void parse_train(JsonReader r, TrainConfig& t) {
   o.bias_correction = r.get_bool("bias_correction", o.bias_correction);
   o.nvlamb = r.get_bool("nvlamb", o.nvlamb);
   t.precision = r.get_choice("precision", t.precision, {"fp32", "tf32", "bf16", "fp16"});
+  LossScaleConfig& ls = t.loss_scale;
+  ls.mode = r.get_choice("loss_scaling", t.precision == "fp16" ? "dynamic" : "none", {"none", "static", "dynamic"});
+  ls.initial = r.get_number("loss_scale", ls.initial, 1e-30, 3.4e38);
+  ls.window = r.get_int("loss_scale_window", ls.window, 1, std::numeric_limits<int64_t>::max());
+  ls.min = r.get_number("min_loss_scale", ls.min, 1e-30, 3.4e38);
+  ls.max = r.get_number("max_loss_scale", std::max(ls.max, ls.initial), ls.min, 3.4e38);
+  if (ls.initial < ls.min || ls.initial > ls.max) {
+    fail(Code::config, "config key 'train.loss_scale' = ", ls.initial, " is outside [train.min_loss_scale = ", ls.min,
+         ", train.max_loss_scale = ", ls.max, "]");
+  }
+  t.fused_attention = r.get_bool("fused_attention", t.fused_attention);
+  t.recompute_gelu = r.get_bool("recompute_gelu", t.recompute_gelu);
+  t.recompute_attention = r.get_bool("recompute_attention", t.recompute_attention);
   t.log_every = static_cast<int>(r.get_int("log_every", t.log_every, 1, kIntMax));
   t.dropout = r.get_bool("dropout", t.dropout);
   t.phase = static_cast<int>(r.get_int("phase", t.phase, 1, 2));
@@ -70,6 +84,8 @@ void parse_checkpoint(JsonReader r, CheckpointConfig& c) {
 void parse_dist(JsonReader r, DistConfig& d) {
   d.timeout_s = r.get_number("timeout_s", d.timeout_s, 0.001, 1e7);
   d.clip_per_rank = r.get_bool("clip_per_rank", d.clip_per_rank);
+  d.bucket_mb = r.get_number("bucket_mb", d.bucket_mb, 0.0, 1e6);
+  d.wire_precision = r.get_choice("wire_precision", d.wire_precision, {"fp32", "bf16", "fp16"});
   r.finish();
 }
 
@@ -103,10 +119,13 @@ SessionConfig parse_session_config(const std::string& text) {
     fail(Code::config, "config key 'data.max_predictions_per_seq' = ", c.data.max_predictions_per_seq,
          " must be smaller than data.max_seq_length = ", c.data.max_seq_length);
   }
-  if (c.train.precision == "fp16" || c.train.precision == "bf16") {
-    if (c.device == "cpu") {
+  if (c.device == "cpu") {
+    if (c.train.precision == "fp16" || c.train.precision == "bf16") {
       fail(Code::config, "config key 'train.precision' = \"", c.train.precision,
            "\" needs device \"cuda\"; the CPU backend computes in fp32");
+    }
+    if (c.train.fused_attention) {
+      fail(Code::config, "config key 'train.fused_attention' = true needs device \"cuda\" (cuDNN)");
     }
   }
   return c;
@@ -134,6 +153,14 @@ nlohmann::json SessionConfig::to_json() const {
         {"bias_correction", o.bias_correction},
         {"nvlamb", o.nvlamb},
         {"precision", train.precision},
+        {"loss_scaling", train.loss_scale.mode},
+        {"loss_scale", train.loss_scale.initial},
+        {"loss_scale_window", train.loss_scale.window},
+        {"min_loss_scale", train.loss_scale.min},
+        {"max_loss_scale", train.loss_scale.max},
+        {"fused_attention", train.fused_attention},
+        {"recompute_gelu", train.recompute_gelu},
+        {"recompute_attention", train.recompute_attention},
         {"log_every", train.log_every},
         {"dropout", train.dropout},
         {"phase", train.phase},
@@ -155,7 +182,11 @@ nlohmann::json SessionConfig::to_json() const {
         {"every", checkpoint.every},
         {"keep", checkpoint.keep},
         {"keep_every", checkpoint.keep_every}}},
-      {"dist", {{"timeout_s", dist.timeout_s}, {"clip_per_rank", dist.clip_per_rank}}},
+      {"dist",
+       {{"timeout_s", dist.timeout_s},
+        {"clip_per_rank", dist.clip_per_rank},
+        {"bucket_mb", dist.bucket_mb},
+        {"wire_precision", dist.wire_precision}}},
       {"device", device},
   };
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/bert_config.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 
 namespace bert {
@@ -24,6 +25,10 @@ struct TrainConfig {
   double decay_degree = 0.5;
   OptimizerConfig optimizer;
   std::string precision = "fp32";
+  LossScaleConfig loss_scale;    // mode "dynamic" by default with fp16, "none" otherwise
+  bool fused_attention = false;  // CUDA: cuDNN's fused attention instead of the reference kernels
+  bool recompute_gelu = false;       // recompute the GELU output in backward instead of keeping it
+  bool recompute_attention = false;  // recompute attention probabilities in backward
   int log_every = 10;
   bool dropout = true;  // false: train without dropout (tests, debugging)
   int phase = 1;                 // 1 or 2 (DLE's two-phase recipe), recorded in checkpoints
@@ -52,6 +57,10 @@ struct CheckpointConfig {
 struct DistConfig {
   double timeout_s = 300;      // a collective waiting longer for a peer fails with BERT_ERR_DISTRIBUTED
   bool clip_per_rank = false;  // clip each rank's gradient before the all-reduce (Samsung) instead of after
+  // bert_step reduces gradients in buckets of about this many MiB while the backward pass goes
+  // on (0: one all-reduce after the backward pass).
+  double bucket_mb = 25;
+  std::string wire_precision = "fp32";  // "fp32", "bf16" or "fp16": gradients on the wire
 };
 
 struct SessionConfig {

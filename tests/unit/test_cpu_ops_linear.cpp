@@ -1,6 +1,7 @@
 // CPU linear layer: forward (every activation, with and without bias) against a double-precision
 // loop; backward (din, dW, db) against central finite differences of sum(out ⊙ R); the
-// accumulate semantics of dW/db/din; argument checks; and bitwise run-to-run determinism.
+// accumulate semantics of dW/db/din; the activation alone equals the epilogue; argument
+// checks; and bitwise run-to-run determinism.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,6 +69,20 @@ TEST_P(CpuLinear, ForwardMatchesDoubleLoop) {
     expect_close(out, expected_out, 1e-6, 1e-5, what + " out");
     if (act != Activation::none) expect_close(pre, expected_pre, 1e-6, 1e-5, what + " pre_act");
   }
+}
+
+// activation_fwd (used to recompute GELU in backward) must reproduce the fused epilogue exactly.
+TEST_P(CpuLinear, ActivationAloneEqualsTheEpilogueBitwise) {
+  const Activation act = GetParam();
+  if (act == Activation::none) GTEST_SKIP() << "no activation";
+  auto ops = make_cpu_ops(2);
+  const std::vector<float> in = random_floats(M * K, 4, -2.0f, 2.0f);
+  const std::vector<float> W = random_floats(N * K, 5, -0.5f, 0.5f);
+  const std::vector<float> b = random_floats(N, 6);
+  std::vector<float> out(M * N), pre(M * N), again(M * N);
+  ops->linear_fwd(out.data(), pre.data(), in.data(), W.data(), b.data(), M, K, N, act);
+  ops->activation_fwd(again.data(), pre.data(), M * N, act);
+  EXPECT_EQ(again, out) << act_name(act);
 }
 
 TEST_P(CpuLinear, BackwardMatchesFiniteDifferences) {

@@ -1,5 +1,6 @@
 // Dense layers on the CPU: out = act(in · W^T + b) with an Eigen GEMM and a fused bias +
-// activation epilogue, and the backward pass (dW, db accumulate; din overwritten or added).
+// activation epilogue, the activation alone (for recomputation), and the backward pass
+// (dW, db accumulate; din overwritten or added).
 // Column reductions run over rows in a fixed order, so db does not depend on the thread count.
 #include <Eigen/Core>
 
@@ -43,6 +44,21 @@ void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float
           row[j] = pre;
           out_row[j] = activate<A>(pre);
         }
+      }
+    }
+  });
+}
+
+void CpuOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "activation_fwd: negative element count ", n);
+  dispatch_activation(act, [&](auto tag) {
+    constexpr Activation A = decltype(tag)::value;
+#pragma omp parallel for num_threads(threads_) if (n > 16384)
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (A == Activation::none) {
+        out[i] = pre[i];
+      } else {
+        out[i] = activate<A>(pre[i]);
       }
     }
   });

@@ -54,6 +54,7 @@ class CpuOps final : public Ops {
   void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
                   const float* W, const float* pre_act, float* dpre_scratch, int64_t M, int K,
                   int N, Activation act, bool accumulate_din) override;
+  void activation_fwd(float* out, const float* pre, int64_t n, Activation act) override;
 
   void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma,
                      const float* beta, int64_t M, int N, float eps) override;

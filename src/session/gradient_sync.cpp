@@ -1,0 +1,50 @@
+// GradientSync: bucketed, overlapping gradient all-reduce (see gradient_sync.h).
+#include "session/gradient_sync.h"
+
+#include <cmath>
+
+namespace bert {
+
+GradientSync::GradientSync(Communicator& comm, float* grads, int64_t n, double bucket_mb, WirePrecision wire,
+                           void* stream)
+    : comm_(comm),
+      grads_(grads),
+      n_(n),
+      bucket_elems_(static_cast<int64_t>(std::llround(bucket_mb * 1048576.0 / sizeof(float)))),
+      wire_(wire),
+      stream_(stream),
+      started_from_(n) {
+  if (bucket_mb > 0 && bucket_elems_ < 1) bucket_elems_ = 1;
+}
+
+void GradientSync::grads_ready(int64_t offset) {
+  if (!overlaps() || offset >= started_from_) return;
+  if (started_from_ - offset >= bucket_elems_ || offset == 0) start(offset);
+}
+
+void GradientSync::start(int64_t offset) {
+  comm_.start_allreduce_sum(grads_ + offset, started_from_ - offset, wire_, stream_);
+  started_from_ = offset;
+  ++buckets_;
+}
+
+void GradientSync::finish() {
+  if (started_from_ > 0) start(0);
+  last_buckets_ = buckets_;
+  buckets_ = 0;
+  started_from_ = n_;
+  comm_.finish_allreduce_sums();
+}
+
+void GradientSync::drain() noexcept {
+  const bool started = started_from_ < n_;
+  buckets_ = 0;
+  started_from_ = n_;
+  if (!started) return;
+  try {
+    comm_.finish_allreduce_sums();
+  } catch (...) {
+  }
+}
+
+}  // namespace bert
