@@ -1,7 +1,9 @@
 // bert-bench: times N optimizer steps on synthetic data for a model/batch/sequence length and
 // prints one JSON line (sequences/s, tokens/s, step time, peak RSS, threads, and the engine's
-// memory accounting: parameters, gradients, optimizer, activation arena, peak backend bytes).
-// --steps 0 prints the memory accounting only.
+// memory accounting: parameters, gradients, optimizer, activation arena, peak backend bytes),
+// and the model FLOPs achieved (6 x parameters-touched per token, plus attention), as a
+// fraction of --peak-tflops when given (model-FLOPs utilisation). --steps 0 prints the memory
+// accounting only; --recompute gelu|attention|all shows what recomputation saves.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,9 +14,28 @@
 #include "bert.h"
 #include "tool_common.h"
 
+namespace {
+
+// Model FLOPs of one training step per sequence (forward + backward = 3 x forward; a GEMM of
+// m x k by k x n is 2mkn): the encoder's four dense layers per token, attention's QK^T and PV
+// over the full padded length, and the MLM head on the masked positions. Recomputation is not
+// counted (model FLOPs, not hardware FLOPs).
+double training_flops_per_sequence(const nlohmann::json& m, int seq, int predictions) {
+  const double H = m["hidden_size"].get<double>(), I = m["intermediate_size"].get<double>();
+  const double L = m["num_hidden_layers"].get<double>(), V = m["vocab_size"].get<double>();
+  const double dense_per_token = 2.0 * (4.0 * H * H + 2.0 * H * I);
+  const double attention_per_token = 2.0 * 2.0 * seq * H;
+  const double forward = L * seq * (dense_per_token + attention_per_token) + predictions * 2.0 * (H * H + H * V);
+  return 3.0 * forward;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::string model = "bert-base", device = "cpu", optimizer = "lamb";
+  std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none";
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1;
+  bool fused_attention = false;
+  double peak_tflops = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
@@ -26,10 +47,16 @@ int main(int argc, char** argv) {
     else if (a == "--predictions") predictions = std::atoi(v.c_str());
     else if (a == "--device") device = v;
     else if (a == "--optimizer") optimizer = v;
+    else if (a == "--precision") precision = v;
+    else if (a == "--recompute") recompute = v;
+    else if (a == "--fused-attention") fused_attention = v == "1" || v == "true";
+    else if (a == "--peak-tflops") peak_tflops = std::atof(v.c_str());
     else {
       std::fprintf(stderr,
                    "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
-                   "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n");
+                   "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
+                   "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
+                   "                  [--fused-attention 0|1] [--peak-tflops T]\n");
       return 2;
     }
   }
@@ -37,15 +64,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: every option takes a value\n");
     return 2;
   }
+  if (recompute != "none" && recompute != "gelu" && recompute != "attention" && recompute != "all") {
+    std::fprintf(stderr, "error: --recompute must be none, gelu, attention or all, got '%s'\n", recompute.c_str());
+    return 2;
+  }
   if (predictions < 0) predictions = seq >= 512 ? 80 : seq * 20 / 128;
+  if (precision.empty()) precision = device == "cpu" ? "fp32" : "bf16";
   nlohmann::json config = {
       {"model", model},
       {"device", device},
-      {"train", {{"micro_batch", batch}, {"steps", steps + warmup}, {"threads", threads}, {"optimizer", optimizer}}},
+      {"train",
+       {{"micro_batch", batch},
+        {"steps", steps + warmup},
+        {"threads", threads},
+        {"optimizer", optimizer},
+        {"precision", precision},
+        {"fused_attention", fused_attention},
+        {"recompute_gelu", recompute == "gelu" || recompute == "all"},
+        {"recompute_attention", recompute == "attention" || recompute == "all"}}},
       {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", false}}}};
   bert_session* session = nullptr;
   if (bert_tools::failed(bert_session_create(config.dump().c_str(), nullptr, &session), "bert_session_create")) return 1;
-  const int used_threads = nlohmann::json::parse(bert_session_config(session))["train"]["threads"].get<int>();
+  const nlohmann::json resolved = nlohmann::json::parse(bert_session_config(session));
+  const int used_threads = resolved["train"]["threads"].get<int>();
+  const double flops_per_sequence = training_flops_per_sequence(resolved["model"], seq, predictions);
   bert_memory_info memory;
   bert_memory_info_init(&memory);
   if (bert_tools::failed(bert_session_memory(session, &memory), "bert_session_memory")) return 1;
@@ -56,7 +98,8 @@ int main(int argc, char** argv) {
                                 {"activations_mib", mib(memory.activation_bytes)},
                                 {"peak_backend_mib", mib(memory.peak_device_bytes)}};
   if (steps == 0) {  // memory only: the engine's own accounting for this shape
-    std::printf("%s\n", nlohmann::json({{"model", model}, {"batch", batch}, {"seq", seq}, {"memory", memory_json}}).dump().c_str());
+    std::printf("%s\n", nlohmann::json({{"model", model}, {"batch", batch}, {"seq", seq}, {"recompute", recompute},
+                                        {"memory", memory_json}}).dump().c_str());
     bert_session_destroy(session);
     return 0;
   }
@@ -73,8 +116,12 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bert_session_destroy(session);
 
+  const double tflops = flops_per_sequence * batch * steps / seconds / 1e12;
   nlohmann::json out = {{"model", model},
                         {"device", device},
+                        {"precision", precision},
+                        {"recompute", recompute},
+                        {"fused_attention", fused_attention},
                         {"batch", batch},
                         {"seq", seq},
                         {"steps", steps},
@@ -82,9 +129,11 @@ int main(int argc, char** argv) {
                         {"step_seconds", seconds / steps},
                         {"sequences_per_second", batch * steps / seconds},
                         {"tokens_per_second", static_cast<double>(batch) * seq * steps / seconds},
+                        {"model_tflops", tflops},
                         {"peak_rss_mib", bert_tools::peak_rss_bytes() / 1048576.0},
                         {"memory", memory_json},
                         {"final_loss", r.loss}};
+  if (peak_tflops > 0) out["mfu"] = tflops / peak_tflops;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
