@@ -3,6 +3,9 @@
 // dist.timeout_s; on a timeout or an asynchronous error the communicator is aborted
 // (ncclCommAbort) and the call throws Error(distributed) naming the operation. Collectives run
 // on the communicator's own stream after the device has finished the backend's queued work.
+// Gradient buckets instead start without blocking: the communicator's stream waits on an event
+// recorded on the backend's stream, so the sums overlap the rest of the backward pass; in
+// bf16/fp16 each bucket is cast into a wire buffer, summed in that type and cast back.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cuda/kernel_launch.h"
 #include "core/error.h"
 #include "dist/deadline.h"
 #include "dist/launch.h"
@@ -89,6 +93,7 @@ class NcclCommunicator : public Communicator {
     }
     BERT_CUDART_CHECK(cudaSetDevice(local_rank_ % devices));
     BERT_CUDART_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    BERT_CUDART_CHECK(cudaEventCreateWithFlags(&backend_done_, cudaEventDisableTiming));
     const ncclUniqueId id = bootstrap_id(plan);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -116,6 +121,8 @@ class NcclCommunicator : public Communicator {
       }
     }
     if (scratch_) cudaFree(scratch_);
+    if (wire_) cudaFree(wire_);
+    if (backend_done_) cudaEventDestroy(backend_done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -126,6 +133,32 @@ class NcclCommunicator : public Communicator {
 
   void allreduce_sum(float* data, int64_t n) override {
     run("allreduce_sum", n, [&] { return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_); });
+  }
+
+  void start_allreduce_sum(float* data, int64_t n, WirePrecision wire, void* backend_stream) override {
+    const char* what = "allreduce_sum (bucket)";
+    check_usable(what);
+    BERT_CUDART_CHECK(cudaEventRecord(backend_done_, static_cast<cudaStream_t>(backend_stream)));
+    BERT_CUDART_CHECK(cudaStreamWaitEvent(stream_, backend_done_, 0));
+    if (wire == WirePrecision::fp32) {
+      enqueue(what, n, [&] { return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_); });
+    } else {
+      const kernels::LowPrecision kind = wire == WirePrecision::bf16 ? kernels::LowPrecision::bf16 : kernels::LowPrecision::fp16;
+      void* words = wire_words(n);
+      kernels::cast_to_lowp(words, data, n, 1.0f / static_cast<float>(world_), kind, stream_);
+      const ncclDataType_t type = wire == WirePrecision::bf16 ? ncclBfloat16 : ncclFloat16;
+      enqueue(what, n, [&] { return ncclAllReduce(words, words, n, type, ncclSum, comm_, stream_); });
+      kernels::cast_from_lowp(data, words, n, static_cast<float>(world_), kind, stream_);
+    }
+    pending_elems_ += n;
+  }
+
+  void finish_allreduce_sums() override {
+    if (pending_elems_ == 0) return;
+    const int64_t n = pending_elems_;
+    pending_elems_ = 0;
+    wire_used_ = 0;
+    wait_ready("allreduce_sum (buckets)", n);
   }
 
   void allreduce_host(float* data, int64_t n, ReduceOp op) override {
@@ -172,20 +205,67 @@ class NcclCommunicator : public Communicator {
     return scratch_;
   }
 
-  // Enqueues one collective after the backend's pending work and waits for it with a deadline.
-  template <typename F>
-  void run(const char* what, int64_t n, F&& enqueue) {
+  // 16-bit wire space for a bucket of n elements. Buckets of one step stay in flight together,
+  // so they take consecutive slices; when the buffer is short, the sums in flight are waited
+  // for and it grows to what this step needed so far (after the first step it fits).
+  void* wire_words(int64_t n) {
+    const size_t bytes = static_cast<size_t>(n) * 2;
+    if (wire_used_ + bytes > wire_bytes_) {
+      const size_t needed = wire_used_ + bytes;
+      if (pending_elems_ > 0) wait_ready("allreduce_sum (buckets)", pending_elems_);
+      if (wire_) BERT_CUDART_CHECK(cudaFree(wire_));
+      wire_ = nullptr;
+      BERT_CUDART_CHECK(cudaMalloc(&wire_, needed));
+      wire_bytes_ = needed;
+      wire_used_ = 0;
+    }
+    void* at = static_cast<char*>(wire_) + wire_used_;
+    wire_used_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+
+  void check_usable(const char* what) const {
     if (broken_) {
       fail(Code::distributed, "NCCL ", what, " on rank ", rank_, " of ", world_,
            ": the communicator was aborted after an earlier failure; create a new session");
     }
-    BERT_CUDART_CHECK(cudaDeviceSynchronize());
-    const ncclResult_t rc = enqueue();
+  }
+
+  // Issues one NCCL call on the non-blocking communicator and waits (with the deadline) until
+  // NCCL has enqueued it; the collective itself may still be running on stream_.
+  template <typename F>
+  void enqueue(const char* what, int64_t n, F&& call) {
+    const ncclResult_t rc = call();
     if (rc != ncclSuccess && rc != ncclInProgress) {
       broken_ = true;
       fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_,
            " failed: ", ncclGetErrorString(rc));
     }
+    Deadline deadline(timeout_s_);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) {
+        broken_ = true;
+        fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_, " failed: ",
+             ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
+      }
+      if (deadline.expired()) {
+        broken_ = true;
+        fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_,
+             " could not be enqueued within ", deadline.timeout(), " s (dist.timeout_s)");
+      }
+      deadline.pause();
+    }
+  }
+
+  // Enqueues one collective after the backend's pending work and waits for it with a deadline.
+  template <typename F>
+  void run(const char* what, int64_t n, F&& call) {
+    check_usable(what);
+    BERT_CUDART_CHECK(cudaDeviceSynchronize());
+    enqueue(what, n, call);
     wait_ready(what, n);
   }
 
@@ -221,8 +301,12 @@ class NcclCommunicator : public Communicator {
   double timeout_s_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t backend_done_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  void* wire_ = nullptr;  // 16-bit gradient words of the buckets in flight
+  size_t wire_bytes_ = 0, wire_used_ = 0;
+  int64_t pending_elems_ = 0;
   bool broken_ = false;
 };
 
