@@ -261,6 +261,11 @@ BERT_API void bert_memory_info_init(bert_memory_info* info);
 /* The backend memory this session holds, from the engine's own accounting. */
 BERT_API bert_status bert_session_memory(const bert_session* session, bert_memory_info* info);
 
+/* This session's place in the distributed run (rank 0 of 1 without one); any argument but
+ * the session may be NULL. */
+BERT_API bert_status bert_session_rank(const bert_session* session, int* rank, int* world_size,
+                                       int* local_rank);
+
 #ifdef __cplusplus
 }
 #endif

@@ -373,4 +373,14 @@ bert_status bert_session_memory(const bert_session* session, bert_memory_info* i
   });
 }
 
+bert_status bert_session_rank(const bert_session* session, int* rank, int* world_size, int* local_rank) {
+  return guard([&] {
+    require(session, "session");
+    const bert::Communicator& comm = session->impl->communicator();
+    if (rank) *rank = comm.rank();
+    if (world_size) *world_size = comm.world_size();
+    if (local_rank) *local_rank = comm.local_rank();
+  });
+}
+
 }  // extern "C"

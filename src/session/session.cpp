@@ -270,10 +270,10 @@ StepStats Session::optimizer_step() {
     s.tokens = accum_tokens_;
     s.seconds = seconds_since(t0);
     if (r.skipped) {
-      log_message(log_warning, "step " + std::to_string(global_step_) + " skipped: non-finite gradient norm" +
-                                   (config_.train.loss_scale.mode == "dynamic"
-                                        ? " (loss scale " + std::to_string(s.loss_scale) + " -> " + std::to_string(scaler_.scale()) + ")"
-                                        : ""));
+      std::ostringstream os;
+      os << "step " << global_step_ << " skipped: non-finite gradient norm";
+      if (config_.train.loss_scale.mode == "dynamic") os << " (loss scale " << s.loss_scale << " -> " << scaler_.scale() << ")";
+      log_message(log_warning, os.str());
     }
     discard_accumulation();
     return s;

@@ -45,6 +45,7 @@ class Session {
   const std::string& config_json() const { return config_json_; }
   BertModel& model() { return *model_; }
   Ops& ops() { return *ops_; }
+  const Communicator& communicator() const { return *comm_; }
   int64_t global_step() const { return global_step_; }
 
   StepStats forward_backward(const BatchView& batch);

@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   bert_session* session = nullptr;
   if (failed(bert_session_create(text.c_str(), nullptr, &session), config_path.c_str())) return 1;
 
+  int rank = 0;
+  bert_session_rank(session, &rank, nullptr, nullptr);
+  const bool leader = rank == 0;  // under mpirun/srun only rank 0 prints progress
   const nlohmann::json resolved = nlohmann::json::parse(bert_session_config(session));
   const long long total = resolved["train"]["steps"].get<long long>();
   const long long every = resolved["checkpoint"]["every"].get<long long>();
@@ -105,9 +108,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (resumed >= 0) {
-      std::printf("resumed from step %lld\n", static_cast<long long>(resumed));
+      if (leader) std::printf("resumed from step %lld\n", static_cast<long long>(resumed));
       first_step = resumed + 1;
-    } else {
+    } else if (leader) {
       std::printf("no valid checkpoint in %s: starting from step 0\n", dir.c_str());
     }
   }
@@ -140,7 +143,11 @@ int main(int argc, char** argv) {
     mlm_sum += r.mlm_loss;
     nsp_sum += r.nsp_loss;
     ++loss_count;
-    if (!quiet && (step % log_every == 0 || step == total || tty)) {
+    if (r.skipped && leader) {
+      std::printf("%sstep %lld skipped: gradients overflowed at loss scale %g\n", tty ? "\n" : "", step,
+                  static_cast<double>(r.loss_scale));
+    }
+    if (!quiet && leader && (step % log_every == 0 || step == total || tty)) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double eta = elapsed / (step - first_step + 1) * (total - step);
       std::printf("%sstep %lld/%lld  loss %.4f (mlm %.4f nsp %.4f)  lr %.3e  %.1f seq/s  ETA %s%s",
@@ -162,7 +169,7 @@ int main(int argc, char** argv) {
       }
     }
     if (stopping) {
-      std::printf("\nstopped by signal %d at step %lld%s\n", static_cast<int>(stop_signal), step,
+      if (leader) std::printf("\nstopped by signal %d at step %lld%s\n", static_cast<int>(stop_signal), step,
                   dir.empty() ? " (no checkpoint.dir: state not saved)" : "; checkpoint written");
       bert_session_destroy(session);
       return 128 + stop_signal;
@@ -175,7 +182,7 @@ int main(int argc, char** argv) {
       bert_session_destroy(session);
       return 1;
     }
-    std::printf("eval: %lld sequences, %lld masked tokens: mlm accuracy %.4f, mlm loss %.4f, nsp accuracy %.4f\n",
+    if (leader) std::printf("eval: %lld sequences, %lld masked tokens: mlm accuracy %.4f, mlm loss %.4f, nsp accuracy %.4f\n",
                 static_cast<long long>(e.sequences), static_cast<long long>(e.masked_tokens), e.mlm_accuracy,
                 e.mlm_loss, e.nsp_accuracy);
   }
@@ -184,7 +191,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("done: %lld steps in %s, checkpoint written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
+  if (leader) std::printf("done: %lld steps in %s, checkpoint written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
               output.c_str());
   if (loss_log) std::fclose(loss_log);
   bert_session_destroy(session);

@@ -312,4 +312,17 @@ TEST(Training, MemoryAccountingCoversEveryBuffer) {
   bert_session_destroy(s);
 }
 
+TEST(Training, RankOfASingleProcessSession) {
+  bert_session* s = create();
+  int rank = -1, world = -1, local = -1;
+  ASSERT_EQ(bert_session_rank(s, &rank, &world, &local), BERT_OK) << bert_last_error();
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(world, 1);
+  EXPECT_EQ(local, 0);
+  EXPECT_EQ(bert_session_rank(s, nullptr, &world, nullptr), BERT_OK);
+  EXPECT_EQ(bert_session_rank(nullptr, &rank, nullptr, nullptr), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("session"), std::string::npos) << bert_last_error();
+  bert_session_destroy(s);
+}
+
 }  // namespace

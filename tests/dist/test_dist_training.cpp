@@ -206,6 +206,11 @@ TEST(Dist, ConfigMismatchBetweenRanksIsReportedOnEveryRank) {
 TEST(Dist, HostAllreduceSumMeanMax) {
   bert_session* s = create(config(2, 1), nullptr);
   ASSERT_NE(s, nullptr);
+  int rank = -1, world = -1, local = -1;
+  ASSERT_EQ(bert_session_rank(s, &rank, &world, &local), BERT_OK) << bert_last_error();
+  EXPECT_EQ(rank, g_rank);
+  EXPECT_EQ(world, g_world);
+  EXPECT_EQ(local, g_rank);  // one node
   float sum[2] = {1.0f, float(g_rank)}, mean[1] = {float(g_rank)}, mx[1] = {float(g_rank * 10)};
   ASSERT_EQ(bert_allreduce_host(s, sum, 2, BERT_REDUCE_SUM), BERT_OK) << bert_last_error();
   ASSERT_EQ(bert_allreduce_host(s, mean, 1, BERT_REDUCE_MEAN), BERT_OK) << bert_last_error();
