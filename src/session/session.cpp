@@ -334,10 +334,16 @@ EvalStats Session::eval(const BatchView* batch) {
     } else {
       BERT_CHECK(config_.data.source == "synthetic" || !config_.data.eval_dir.empty(), Code::invalid_argument,
                  "bert_eval without a batch needs evaluation data: set data.eval_dir");
-      std::unique_ptr<DataSource> source = make_data_source(config_, 0, 1, true);
+      // Built once (opening and checking the eval shards); every evaluation starts it over.
+      if (!eval_data_) {
+        eval_data_ = make_data_source(config_, 0, 1, true);
+        eval_start_ = eval_data_->cursor();
+      } else {
+        eval_data_->restore(eval_start_);
+      }
       HostBatch hb;
       for (int i = 0; i < config_.data.eval_batches; ++i) {
-        source->next(hb, micro);
+        eval_data_->next(hb, micro);
         run_one(view_of(hb));
       }
     }

@@ -92,6 +92,8 @@ class Session {
   std::unique_ptr<BertModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataSource> train_data_;
+  std::unique_ptr<DataSource> eval_data_;  // bert_eval without a batch; rewound to eval_start_
+  nlohmann::json eval_start_;
   std::unique_ptr<GradientSync> sync_;
   LossScaler scaler_;
   LrSchedule schedule_;

@@ -183,6 +183,12 @@ TEST(Training, EvalOnConfiguredDataReportsAccuracy) {
   EXPECT_NEAR(e.mlm_loss, std::log(100.0), 1.0);  // an untrained model is close to uniform
   EXPECT_GE(e.mlm_accuracy, 0.0);
   EXPECT_LE(e.nsp_accuracy, 1.0);
+  // Every evaluation without a batch sees the same data: unchanged weights, identical result.
+  bert_eval_result again;
+  bert_eval_result_init(&again);
+  ASSERT_EQ(bert_eval(s, nullptr, &again), BERT_OK) << bert_last_error();
+  EXPECT_EQ(again.mlm_loss, e.mlm_loss);
+  EXPECT_EQ(again.masked_tokens, e.masked_tokens);
   bert_session_destroy(s);
 }
 
