@@ -174,6 +174,10 @@ BERT_API const char* bert_session_config(const bert_session* session);
  * next checkpoint between layers. Safe from any thread and from signal handlers. The
  * gradients accumulated for the current step are discarded; weights are unchanged. */
 BERT_API void bert_session_abort(bert_session* session);
+/* Withdraws an abort that no call has consumed yet, so the next call runs. A host whose
+ * watcher (a cancelled context, Ctrl-C) may abort just as the call returns calls this after
+ * stopping the watcher. Safe from any thread. */
+BERT_API void bert_session_clear_abort(bert_session* session);
 
 /* ---- training ------------------------------------------------------------------------- */
 /* Forward and backward of one micro-batch (batch_size <= train.micro_batch); gradients

@@ -216,6 +216,10 @@ void bert_session_abort(bert_session* session) {
   if (session) session->impl->abort();
 }
 
+void bert_session_clear_abort(bert_session* session) {
+  if (session) session->impl->clear_abort();
+}
+
 bert_status bert_forward_backward(bert_session* session, const bert_batch* batch, bert_step_result* result) {
   return guard([&] {
     bert::Session& s = session_of(session);

@@ -193,17 +193,24 @@ func (s *Session) run(ctx context.Context, f func(h capi.Struct_SS_bert_session)
 		}
 		done := make(chan struct{})
 		watcher := make(chan struct{})
+		aborted := false // written by the watcher, read after <-watcher
 		go func() {
 			defer close(watcher)
 			select {
 			case <-ctx.Done():
 				capi.Bert_session_abort(h)
+				aborted = true
 			case <-done:
 			}
 		}()
 		err := call(func() capi.Enum_SS_bert_status { return f(h) })
 		close(done)
 		<-watcher
+		if aborted {
+			// The cancellation may have come after the call's last abort check: it must not
+			// abort the next call.
+			capi.Bert_session_clear_abort(h)
+		}
 		if e, ok := err.(*Error); ok && e.Status == ErrAborted && ctx.Err() != nil {
 			e.cause = ctx.Err()
 		}

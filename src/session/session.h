@@ -72,6 +72,7 @@ class Session {
   void write_param(const std::string& name, const float* src, size_t count);
 
   void abort() { abort_.store(true); }
+  void clear_abort() { abort_.store(false); }
 
  private:
   const ParamEntry& entry(const std::string& name, size_t count) const;

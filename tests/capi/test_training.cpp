@@ -215,6 +215,18 @@ TEST(Training, AbortFromAnotherThread) {
   bert_session_destroy(s);
 }
 
+TEST(Training, PendingAbortAbortsTheNextCallUnlessCleared) {
+  bert_session* s = create();
+  bert_session_abort(s);  // no call in flight: the next one is aborted
+  EXPECT_EQ(bert_step(s, nullptr, nullptr), BERT_ERR_ABORTED);
+  EXPECT_EQ(bert_step(s, nullptr, nullptr), BERT_OK) << "an abort is consumed once: " << bert_last_error();
+  bert_session_abort(s);
+  bert_session_clear_abort(s);
+  EXPECT_EQ(bert_step(s, nullptr, nullptr), BERT_OK) << bert_last_error();
+  bert_session_clear_abort(nullptr);  // ignored, like bert_session_abort(NULL)
+  bert_session_destroy(s);
+}
+
 TEST(Training, LogCallbackReceivesSessionInfo) {
   struct Seen {
     int count = 0;

@@ -331,12 +331,17 @@ class NativeSession {
     bert_session* s = live();
     if (!worker_) worker_ = std::make_unique<Worker>();
     CallError err{BERT_OK, {}};
-    worker_->run(
-        [&] {
-          err.status = fn(s);
-          if (err.status != BERT_OK) err.message = bert_last_error();
-        },
-        [s] { bert_session_abort(s); });
+    try {
+      worker_->run(
+          [&] {
+            err.status = fn(s);
+            if (err.status != BERT_OK) err.message = bert_last_error();
+          },
+          [s] { bert_session_abort(s); });
+    } catch (const py::error_already_set&) {
+      bert_session_clear_abort(s);  // Ctrl-C after the call's last abort check must not abort the next call
+      throw;
+    }
     if (err.status != BERT_OK) raise(err);
   }
 
