@@ -1,6 +1,9 @@
-// Casts for mixed-precision GEMMs: fp32 -> bf16 (round to nearest even) into scratch buffers
-// that cuBLASLt reads as CUDA_R_16BF inputs.
+// Casts between fp32 and the 16-bit formats (bf16, IEEE fp16) with an optional scale, rounding
+// to nearest even: GEMM inputs in mixed precision, the fused attention's I/O and the gradient
+// all-reduce's wire format. 16-byte aligned buffers move 8 elements per thread with 128-bit
+// loads and stores; anything else (and the tail) goes element by element.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "backend/cuda/kernel_launch.h"
 #include "common.cuh"
@@ -8,18 +11,108 @@
 namespace bert::kernels {
 namespace {
 
-__global__ void cast_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+constexpr int kVec = 8;  // elements per 128-bit access of 16-bit values
+
+template <typename T>
+__device__ __forceinline__ T to_lowp(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_lowp<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half to_lowp<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+// Elements [first, n) one at a time, grid-stride.
+template <typename T>
+__device__ void cast_to_scalar(T* dst, const float* src, int64_t first, int64_t n, float scale) {
+  for (int64_t i = first + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __float2bfloat16_rn(src[i]);
+    dst[i] = to_lowp<T>(src[i] * scale);
+}
+
+template <typename T>
+__global__ void cast_to_kernel(T* dst, const float* src, int64_t n, float scale, bool vector) {
+  int64_t first = 0;
+  if (vector) {
+    const int64_t groups = n / kVec;
+    for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+         g += int64_t(gridDim.x) * blockDim.x) {
+      const float4 a = reinterpret_cast<const float4*>(src)[2 * g];
+      const float4 b = reinterpret_cast<const float4*>(src)[2 * g + 1];
+      const float v[kVec] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      union {
+        uint4 bits;
+        T h[kVec];
+      } out;
+      for (int j = 0; j < kVec; ++j) out.h[j] = to_lowp<T>(v[j] * scale);
+      reinterpret_cast<uint4*>(dst)[g] = out.bits;
+    }
+    first = groups * kVec;
+  }
+  cast_to_scalar(dst, src, first, n, scale);
+}
+
+template <typename T>
+__global__ void cast_from_kernel(float* dst, const T* src, int64_t n, float scale, bool vector) {
+  int64_t first = 0;
+  if (vector) {
+    const int64_t groups = n / kVec;
+    for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+         g += int64_t(gridDim.x) * blockDim.x) {
+      union {
+        uint4 bits;
+        T h[kVec];
+      } in;
+      in.bits = reinterpret_cast<const uint4*>(src)[g];
+      float v[kVec];
+      for (int j = 0; j < kVec; ++j) v[j] = to_float(in.h[j]) * scale;
+      reinterpret_cast<float4*>(dst)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(dst)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    first = groups * kVec;
+  }
+  for (int64_t i = first + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = to_float(src[i]) * scale;
+}
+
+bool aligned16(const void* a, const void* b) {
+  return (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16 == 0;
 }
 
 }  // namespace
 
-void cast_to_bf16(void* dst, const float* src, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  cast_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst),
-                                                            src, n);
+void cast_to_lowp(void* dst, const float* src, int64_t n, float scale, LowPrecision kind,
+                  cudaStream_t stream) {
+  if (n <= 0) return;
+  const bool vector = aligned16(dst, src);
+  const unsigned grid = grid_for(vector ? ceil_div(n, kVec) : n);
+  if (kind == LowPrecision::bf16) {
+    cast_to_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), src, n, scale,
+                                                  vector);
+  } else {
+    cast_to_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__half*>(dst), src, n, scale, vector);
+  }
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void cast_from_lowp(float* dst, const void* src, int64_t n, float scale, LowPrecision kind,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  const bool vector = aligned16(dst, src);
+  const unsigned grid = grid_for(vector ? ceil_div(n, kVec) : n);
+  if (kind == LowPrecision::bf16) {
+    cast_from_kernel<<<grid, kThreads, 0, stream>>>(dst, static_cast<const __nv_bfloat16*>(src), n,
+                                                    scale, vector);
+  } else {
+    cast_from_kernel<<<grid, kThreads, 0, stream>>>(dst, static_cast<const __half*>(src), n, scale,
+                                                    vector);
+  }
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything bertengine needs to build, test and run its samples on Debian 12
-# (distribution packages only; the CUDA toolkit, when present, is found in /usr/local/cuda).
+# (distribution packages, plus cudnn-frontend's headers from pip where the CUDA toolkit is present
+# in /usr/local/cuda).
 set -euo pipefail
 
 packages=(
@@ -22,4 +23,12 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# With the CUDA toolkit: cudnn-frontend's headers (a PyPI wheel; the build finds them through
+# pip) for the fused-attention path. Pinned to the version the code is built against.
+if [ -x /usr/local/cuda/bin/nvcc ] && ! /usr/bin/python3 -m pip show -q nvidia-cudnn-frontend >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps nvidia-cudnn-frontend==1.32.0
 fi

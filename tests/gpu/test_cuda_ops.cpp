@@ -1,7 +1,8 @@
 // Each CUDA op against the CPU reference (make_cpu_ops) on the same random inputs. Tolerances
 // per dtype: exact where both backends do the same float operations in the same order
 // (embeddings, gathers, scatter-adds, dropout masks, scale); fp32 elementwise 2e-5; fp32 GEMMs
-// 1e-4; TF32 GEMMs 2e-2; bf16-input GEMMs 1.5e-1 absolute on outputs of magnitude ~3.
+// 1e-4; TF32 GEMMs 2e-2; bf16-input GEMMs 1.5e-1 absolute on outputs of magnitude ~3; fp16-input
+// GEMMs (3 more mantissa bits than bf16, so ~8x tighter) 2e-2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ constexpr Tolerance kElementwise{2e-5, 2e-5};
 constexpr Tolerance kGemmFp32{1e-4, 1e-4};
 constexpr Tolerance kGemmTf32{2e-2, 2e-2};
 constexpr Tolerance kGemmBf16{3e-2, 1.5e-1};
+constexpr Tolerance kGemmFp16{4e-3, 2e-2};
 
 std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
   std::mt19937 rng(seed);
@@ -111,7 +113,7 @@ class CudaVsCpu : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu = make_cpu_ops(2);
-    gpu = make_cuda_ops(0, "fp32");
+    gpu = make_cuda_ops(0, CudaOptions{"fp32"});
   }
   std::unique_ptr<Ops> cpu, gpu;
 };
@@ -148,15 +150,34 @@ TEST_F(CudaVsCpu, MemoryIsZeroFilledRoundTripsAndCountsPeak) {
 
 TEST(CudaFactory, RejectsUnknownPrecisionAndDevice) {
   try {
-    make_cuda_ops(0, "fp8");
+    make_cuda_ops(0, CudaOptions{"fp8"});
     FAIL() << "fp8 must be rejected";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("'fp8'"), std::string::npos);
   }
-  EXPECT_THROW(make_cuda_ops(4096, "fp32"), Error);
+  EXPECT_THROW(make_cuda_ops(4096, CudaOptions{"fp32"}), Error);
   EXPECT_TRUE(cuda_available());
   EXPECT_EQ(make_cuda_ops(0)->name(), "cuda:0:tf32");
+  EXPECT_EQ(make_cuda_ops(0, CudaOptions{"fp16"})->name(), "cuda:0:fp16");
+  auto ops = make_cuda_ops(0, CudaOptions{"fp32"});
+  EXPECT_NE(ops->native_stream(), nullptr);
+  EXPECT_EQ(ops->native_stream(), dynamic_cast<CudaOps&>(*ops).stream());
+}
+
+TEST(CudaFactory, FusedAttentionNeedsCudnnFrontend) {
+  if (fused_attention_built()) {
+    EXPECT_EQ(make_cuda_ops(0, CudaOptions{"bf16", true})->name(), "cuda:0:bf16:fused-attention");
+    return;
+  }
+  try {
+    make_cuda_ops(0, CudaOptions{"bf16", true});
+    FAIL() << "fused attention must be refused by a build without cudnn-frontend";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::unsupported);
+    EXPECT_NE(std::string(e.what()).find("'train.fused_attention'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("-Dcudnn_frontend"), std::string::npos) << e.what();
+  }
 }
 
 // ---- embeddings and rows -----------------------------------------------------------------
@@ -242,11 +263,25 @@ TEST_F(CudaVsCpu, LinearFp32AllActivations) {
   }
 }
 
-TEST_F(CudaVsCpu, LinearTf32AndBf16) {
-  auto tf32 = make_cuda_ops(0, "tf32");
-  auto bf16 = make_cuda_ops(0, "bf16");
+TEST_F(CudaVsCpu, LinearTf32Bf16AndFp16) {
+  auto tf32 = make_cuda_ops(0, CudaOptions{"tf32"});
+  auto bf16 = make_cuda_ops(0, CudaOptions{"bf16"});
+  auto fp16 = make_cuda_ops(0, CudaOptions{"fp16"});
   run_linear(*cpu, *tf32, Activation::gelu_erf, true, false, kGemmTf32, "tf32");
   run_linear(*cpu, *bf16, Activation::gelu_erf, true, false, kGemmBf16, "bf16");
+  run_linear(*cpu, *fp16, Activation::gelu_erf, true, false, kGemmFp16, "fp16");
+  run_linear(*cpu, *fp16, Activation::gelu_tanh, false, true, kGemmFp16, "fp16 tanh");
+}
+
+TEST_F(CudaVsCpu, ActivationForwardForRecomputation) {
+  const int64_t n = 10007;
+  Twin<float> pre(*cpu, *gpu, randn(n, 27, 2.0f)), out(*cpu, *gpu, n);
+  for (Activation act :
+       {Activation::none, Activation::gelu_erf, Activation::gelu_tanh, Activation::tanh}) {
+    cpu->activation_fwd(out.c, pre.c, n, act);
+    gpu->activation_fwd(out.g, pre.g, n, act);
+    expect_close(out, kElementwise, "activation_fwd " + std::to_string(static_cast<int>(act)));
+  }
 }
 
 TEST_F(CudaVsCpu, CublasLtGeluEpilogueIsNotTheErfForm) {
@@ -351,10 +386,12 @@ TEST_F(CudaVsCpu, AttentionPaddedAndVariableLength) {
     run_attention(*cpu, *gpu, padded, p, kGemmFp32, "padded" + d);
     run_attention(*cpu, *gpu, packed, p, kGemmFp32, "packed" + d);
   }
-  auto tf32 = make_cuda_ops(0, "tf32");
-  auto bf16 = make_cuda_ops(0, "bf16");
+  auto tf32 = make_cuda_ops(0, CudaOptions{"tf32"});
+  auto bf16 = make_cuda_ops(0, CudaOptions{"bf16"});
   run_attention(*cpu, *tf32, packed, 0.1f, kGemmTf32, "tf32 packed dropout");
   run_attention(*cpu, *bf16, packed, 0.1f, kGemmBf16, "bf16 packed dropout");
+  auto fp16 = make_cuda_ops(0, CudaOptions{"fp16"});
+  run_attention(*cpu, *fp16, padded, 0.1f, kGemmFp16, "fp16 padded dropout");
   AttentionLayout bad;
   bad.seq_start = {0, 5, 3};
   Twin<float> x(*cpu, *gpu, 5 * 3 * 64);

@@ -22,7 +22,7 @@ TEST(CudaWithoutDevice, FactoryReportsABackendError) {
   if (device_present()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(cuda_available());
   try {
-    make_cuda_ops(0);
+    make_cuda_ops(0, CudaOptions{"bf16", true});
     FAIL() << "make_cuda_ops must throw without a device";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::backend);
@@ -35,13 +35,15 @@ TEST(CudaPrecision, NamesAreParsedAndUnknownOnesRejected) {
   EXPECT_EQ(parse_gemm_precision("fp32"), GemmPrecision::fp32);
   EXPECT_EQ(parse_gemm_precision("tf32"), GemmPrecision::tf32);
   EXPECT_EQ(parse_gemm_precision("bf16"), GemmPrecision::bf16);
+  EXPECT_EQ(parse_gemm_precision("fp16"), GemmPrecision::fp16);
+  EXPECT_STREQ(gemm_precision_name(GemmPrecision::fp16), "fp16");
   try {
     parse_gemm_precision("fp16x");
     FAIL() << "fp16x must be rejected";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);
     EXPECT_EQ(std::string(e.what()),
-              "CUDA precision 'fp16x' is not one of \"fp32\", \"tf32\", \"bf16\"");
+              "CUDA precision 'fp16x' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
   }
 }
 

@@ -1,7 +1,8 @@
 // LtGemm: maps row-major GEMMs onto cuBLASLt's column-major API (C^T = op(B)^T · op(A)^T, so
 // B is passed as cuBLASLt's A), builds descriptors per call and caches the heuristic's
-// algorithm per shape/precision/epilogue/alignment. In bf16 mode A and B are first cast to
-// bf16 scratch copies covering exactly the span the GEMM reads.
+// algorithm per shape/precision/epilogue/alignment. In bf16/fp16 mode an operand inside the
+// registered weight range is read from the WeightMirror; others are first cast to 16-bit scratch
+// copies covering exactly the span the GEMM reads.
 #include "backend/cuda/cublaslt_gemm.h"
 
 #include <algorithm>
@@ -55,6 +56,11 @@ void set_layout(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t a
 
 }  // namespace
 
+kernels::LowPrecision lowp_kind(GemmPrecision precision) {
+  return precision == GemmPrecision::fp16 ? kernels::LowPrecision::fp16
+                                          : kernels::LowPrecision::bf16;
+}
+
 // Descriptors of one call (column-major view): D'[n,m] = op(B') · op(A'), where B' is our A
 // and A' is our B.
 struct LtGemm::Plan {
@@ -81,6 +87,8 @@ LtGemm::LtGemm(GemmPrecision precision, DeviceMemory& memory, cudaStream_t strea
       stream_(stream),
       a_lowp_(memory, stream),
       b_lowp_(memory, stream) {
+  if (low_precision())
+    weights_ = std::make_unique<WeightMirror>(memory, stream, lowp_kind(precision));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   workspace_ = memory_.alloc(kWorkspaceBytes);
 }
@@ -96,19 +104,21 @@ LtGemm::~LtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-LtGemm::Key LtGemm::key_of(const GemmArgs& g) const {
-  const int align = log2_of(alignment_of(g.A)) | (log2_of(alignment_of(g.B)) << 4) |
-                    (log2_of(std::min(alignment_of(g.C), g.aux != nullptr ? alignment_of(g.aux)
-                                                                          : uint32_t{256}))
-                     << 8) |
-                    (g.beta != 0.0f ? 1 << 12 : 0);
+bool LtGemm::low_precision() const {
+  return precision_ == GemmPrecision::bf16 || precision_ == GemmPrecision::fp16;
+}
+
+LtGemm::Key LtGemm::key_of(const GemmArgs& g, const Plan& plan) const {
+  // The alignments of the operands cuBLASLt actually reads (16-bit copies in bf16/fp16 mode).
+  const int align = log2_of(plan.align_a) | (log2_of(plan.align_b) << 4) |
+                    (log2_of(plan.align_c) << 8) | (g.beta != 0.0f ? 1 << 12 : 0);
   return Key(g.trans_a, g.trans_b, static_cast<int>(precision_), g.m, g.n, g.k, g.lda, g.ldb,
              g.ldc, g.stride_a, g.stride_b, g.stride_c, g.batch, static_cast<int>(g.epilogue),
              align);
 }
 
 const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan) {
-  const Key key = key_of(g);
+  const Key key = key_of(g, plan);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -145,8 +155,10 @@ const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan)
 }
 
 void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, Plan& plan) const {
-  const bool lowp = precision_ == GemmPrecision::bf16;
-  const cudaDataType_t in_type = lowp ? CUDA_R_16BF : CUDA_R_32F;
+  const bool lowp = low_precision();
+  const cudaDataType_t in_type = precision_ == GemmPrecision::bf16   ? CUDA_R_16BF
+                                 : precision_ == GemmPrecision::fp16 ? CUDA_R_16F
+                                                                     : CUDA_R_32F;
   const cublasComputeType_t compute =
       precision_ == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
@@ -192,6 +204,13 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, P
                           g.aux != nullptr ? alignment_of(g.aux) : uint32_t{256});
 }
 
+const void* LtGemm::lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch) {
+  if (const void* mirrored = weights_->find(x, span)) return mirrored;
+  void* copy = scratch.get(static_cast<size_t>(span) * 2);
+  kernels::cast_to_lowp(copy, x, span, 1.0f, lowp_kind(precision_), stream_);
+  return copy;
+}
+
 bool LtGemm::supported(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return true;
   Plan plan;
@@ -207,17 +226,13 @@ void LtGemm::run(const GemmArgs& g) {
              ")");
   const void* a_lt = g.B;  // cuBLASLt's A
   const void* b_lt = g.A;  // cuBLASLt's B
-  if (precision_ == GemmPrecision::bf16) {
+  if (low_precision()) {
     const int64_t span_b = g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
                                      : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch);
     const int64_t span_a = g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
                                      : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch);
-    void* b16 = b_lowp_.get(static_cast<size_t>(span_b) * 2);
-    void* a16 = a_lowp_.get(static_cast<size_t>(span_a) * 2);
-    kernels::cast_to_bf16(b16, g.B, span_b, stream_);
-    kernels::cast_to_bf16(a16, g.A, span_a, stream_);
-    a_lt = b16;
-    b_lt = a16;
+    a_lt = lowp_operand(g.B, span_b, b_lowp_);
+    b_lt = lowp_operand(g.A, span_a, a_lowp_);
   }
   Plan plan;
   build_plan(g, a_lt, b_lt, plan);

@@ -1,7 +1,8 @@
 // Row-major GEMMs through cuBLASLt: C = alpha·op(A)·op(B) + beta·C with optional bias and
-// bias+GELU(aux) epilogues, strided batches, fp32/TF32/bf16-input precision (fp32 accumulation
-// and fp32 outputs always), a 32 MiB workspace and a cache of chosen algorithms keyed by
-// shape, strides, precision, epilogue and pointer alignment.
+// bias+GELU(aux) epilogues, strided batches, fp32/TF32/bf16/fp16-input precision (fp32
+// accumulation and fp32 outputs always), a 32 MiB workspace and a cache of chosen algorithms
+// keyed by shape, strides, precision, epilogue and pointer alignment. In bf16/fp16 mode an
+// operand inside the registered weight range is read from the WeightMirror.
 #pragma once
 
 #include <cublasLt.h>
@@ -9,12 +10,17 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/weight_mirror.h"
 
 namespace bert {
+
+// The 16-bit format of a bf16/fp16 GEMM precision.
+kernels::LowPrecision lowp_kind(GemmPrecision precision);
 
 enum class GemmEpilogue { none, bias, gelu_aux_bias };
 
@@ -48,6 +54,8 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   GemmPrecision precision() const { return precision_; }
+  // The low-precision weight copy (bf16/fp16 modes only; null otherwise).
+  WeightMirror* weights() { return weights_.get(); }
   // Runs the GEMM; throws Error(backend) when cuBLASLt has no algorithm for it.
   void run(const GemmArgs& args);
   // False when cuBLASLt offers no algorithm for these arguments (used to probe epilogues).
@@ -62,9 +70,12 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
   };
 
-  // Fills plan's descriptors; a_lt/b_lt are cuBLASLt's A and B (our B and A, or bf16 copies).
+  bool low_precision() const;
+  // The 16-bit version of operand x (span elements): the weight mirror's, or a fresh cast.
+  const void* lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch);
+  // Fills plan's descriptors; a_lt/b_lt are cuBLASLt's A and B (our B and A, or 16-bit copies).
   void build_plan(const GemmArgs& args, const void* a_lt, const void* b_lt, Plan& plan) const;
-  Key key_of(const GemmArgs& args) const;
+  Key key_of(const GemmArgs& args, const Plan& plan) const;
   const CachedAlgo& algorithm(const GemmArgs& args, const Plan& plan);
 
   GemmPrecision precision_;
@@ -72,7 +83,8 @@ class LtGemm {
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  ScratchBuffer a_lowp_, b_lowp_;  // bf16 copies of A and B in bf16 mode
+  ScratchBuffer a_lowp_, b_lowp_;  // 16-bit copies of A and B in bf16/fp16 mode
+  std::unique_ptr<WeightMirror> weights_;
   std::map<Key, CachedAlgo> cache_;
 };
 

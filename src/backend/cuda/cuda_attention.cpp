@@ -1,7 +1,8 @@
 // Reference attention on the GPU for padded and variable-length (packed) batches: per sequence,
 // head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
 // around the fused scale+mask+softmax(+dropout) kernels. Scores are written straight into the
-// saved probs array, so the dropout element index is the index there, as on the CPU.
+// saved probs array, so the dropout element index is the index there, as on the CPU. With
+// fused attention both directions go to FusedAttention (cuDNN) instead.
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -31,6 +32,10 @@ void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const fl
                             const AttentionLayout& layout, int heads, int head_dim,
                             const DropoutSite& site) {
   check_attention("attention_fwd", layout, heads, head_dim, site);
+  if (fused_ != nullptr) {
+    fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
+    return;
+  }
   const int64_t H = static_cast<int64_t>(heads) * head_dim;
   const int64_t ld_qkv = 3 * H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -87,6 +92,10 @@ void CudaOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, co
                             const AttentionLayout& layout, int heads, int head_dim,
                             const DropoutSite& site) {
   check_attention("attention_bwd", layout, heads, head_dim, site);
+  if (fused_ != nullptr) {
+    fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+    return;
+  }
   const int64_t H = static_cast<int64_t>(heads) * head_dim;
   const int64_t ld_qkv = 3 * H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));

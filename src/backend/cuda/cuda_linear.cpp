@@ -1,7 +1,7 @@
 // Dense layers on the GPU: out = act(in · W^T + b) through cuBLASLt with the bias fused into
 // the epilogue (and GELU too where cuBLASLt's GELU is the configured form, found by probing at
 // construction), and the backward: dpre = dout ⊙ act'(pre), db by a deterministic column sum,
-// dW += dpre^T · in, din = (or +=) dpre · W.
+// dW += dpre^T · in, din = (or +=) dpre · W; and the standalone activation (recomputation).
 #include <cmath>
 #include <vector>
 
@@ -97,6 +97,11 @@ void CudaOps::linear_fwd(float* out, float* pre_act, const float* in, const floa
   g.epilogue = b != nullptr ? GemmEpilogue::bias : GemmEpilogue::none;
   gemm_->run(g);
   if (act != Activation::none) kernels::activation_fwd(out, pre_act, M * N, act, stream_);
+}
+
+void CudaOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
+  BERT_CHECK(n >= 0, Code::invalid_argument, "activation_fwd: bad element count ", n);
+  kernels::activation_fwd(out, pre, n, act, stream_);
 }
 
 void CudaOps::linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,

@@ -26,8 +26,19 @@ GemmPrecision parse_gemm_precision(const std::string& precision) {
   if (precision == "fp32") return GemmPrecision::fp32;
   if (precision == "tf32") return GemmPrecision::tf32;
   if (precision == "bf16") return GemmPrecision::bf16;
+  if (precision == "fp16") return GemmPrecision::fp16;
   fail(Code::invalid_argument, "CUDA precision '", precision,
-       "' is not one of \"fp32\", \"tf32\", \"bf16\"");
+       "' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
+}
+
+const char* gemm_precision_name(GemmPrecision precision) {
+  switch (precision) {
+    case GemmPrecision::fp32: return "fp32";
+    case GemmPrecision::tf32: return "tf32";
+    case GemmPrecision::bf16: return "bf16";
+    case GemmPrecision::fp16: return "fp16";
+  }
+  return "?";
 }
 
 bool cuda_available() {
@@ -39,13 +50,14 @@ bool cuda_available() {
   return count > 0;
 }
 
-std::unique_ptr<Ops> make_cuda_ops(int device, const std::string& precision) {
-  return std::make_unique<CudaOps>(device, parse_gemm_precision(precision));
+std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options) {
+  return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision),
+                                   options.fused_attention);
 }
 
-std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, "tf32"); }
+std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, CudaOptions{}); }
 
-CudaOps::CudaOps(int device, GemmPrecision precision) : device_(device) {
+CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : device_(device) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -62,10 +74,16 @@ CudaOps::CudaOps(int device, GemmPrecision precision) : device_(device) {
   for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_})
     *buffer = std::make_unique<ScratchBuffer>(*memory_, stream_);
   gelu_probe_ = probe_gelu_epilogue();
+  // The fused path's I/O is 16-bit: fp16 in fp16 mode, bf16 otherwise.
+  if (fused_attention)
+    fused_ = make_fused_attention(*memory_, stream_,
+                                  precision == GemmPrecision::fp16 ? kernels::LowPrecision::fp16
+                                                                   : kernels::LowPrecision::bf16);
 }
 
 CudaOps::~CudaOps() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  fused_.reset();
   for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_}) buffer->reset();
   gemm_.reset();
   memory_.reset();
@@ -73,10 +91,8 @@ CudaOps::~CudaOps() {
 }
 
 std::string CudaOps::name() const {
-  const char* p = precision() == GemmPrecision::fp32   ? "fp32"
-                  : precision() == GemmPrecision::tf32 ? "tf32"
-                                                       : "bf16";
-  return "cuda:" + std::to_string(device_) + ":" + p;
+  return "cuda:" + std::to_string(device_) + ":" + gemm_precision_name(precision()) +
+         (fused_ != nullptr ? ":fused-attention" : "");
 }
 
 // ---- memory ---------------------------------------------------------------------------
@@ -111,6 +127,16 @@ void CudaOps::fill_zero(void* dst, size_t bytes) {
 void CudaOps::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 size_t CudaOps::peak_bytes() const { return memory_->peak_bytes(); }
+
+// ---- weights ----------------------------------------------------------------------------
+
+void CudaOps::set_weights(const float* params, int64_t n) {
+  if (WeightMirror* mirror = gemm_->weights()) mirror->assign(params, n);
+}
+
+void CudaOps::weights_changed() {
+  if (WeightMirror* mirror = gemm_->weights()) mirror->invalidate();
+}
 
 // ---- embeddings and rows ----------------------------------------------------------------
 

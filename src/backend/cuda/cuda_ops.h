@@ -1,7 +1,9 @@
 // CudaOps: the Ops interface on one CUDA device. All work is enqueued on one stream owned by the
 // object (ordered like the CPU reference's calls); download, segment_sumsq and synchronize wait
-// for it. GEMMs run through LtGemm in the precision chosen at construction; everything else
-// runs the kernels in kernels/. Device memory goes through DeviceMemory for peak accounting.
+// for it. GEMMs run through LtGemm in the precision chosen at construction (reading weights from
+// its low-precision mirror in bf16/fp16 mode); attention runs the reference kernels or, when
+// asked, cuDNN's fused SDPA; everything else runs the kernels in kernels/. Device memory goes
+// through DeviceMemory for peak accounting.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,6 +14,7 @@
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/fused_attention.h"
 #include "backend/cuda/kernel_launch.h"
 #include "backend/ops.h"
 
@@ -19,7 +22,8 @@ namespace bert {
 
 class CudaOps final : public Ops {
  public:
-  CudaOps(int device, GemmPrecision precision);
+  // fused_attention: attention through cuDNN (Error(unsupported) in builds without it).
+  CudaOps(int device, GemmPrecision precision, bool fused_attention);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -27,6 +31,9 @@ class CudaOps final : public Ops {
   std::string name() const override;
   cudaStream_t stream() const { return stream_; }
   GemmPrecision precision() const { return gemm_->precision(); }
+  bool fused_attention() const { return fused_ != nullptr; }
+  // The low-precision weight copy (bf16/fp16 only; null otherwise).
+  const WeightMirror* weight_mirror() const { return gemm_->weights(); }
   // What probing cuBLASLt's GELU_AUX_BIAS epilogue at construction found: the largest
   // deviation from each GELU form on known inputs (ran is false when cuBLASLt declined).
   struct GeluProbe {
@@ -46,6 +53,10 @@ class CudaOps final : public Ops {
   void fill_zero(void* dst, size_t bytes) override;
   void synchronize() override;
   size_t peak_bytes() const override;
+  void* native_stream() override { return stream_; }
+
+  void set_weights(const float* params, int64_t n) override;
+  void weights_changed() override;
 
   void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
                      const int32_t* type_ids, const float* word_emb, const float* pos_emb,
@@ -59,6 +70,7 @@ class CudaOps final : public Ops {
   void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
                   const float* W, const float* pre_act, float* dpre_scratch, int64_t M, int K,
                   int N, Activation act, bool accumulate_din) override;
+  void activation_fwd(float* out, const float* pre, int64_t n, Activation act) override;
 
   void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma,
                      const float* beta, int64_t M, int N, float eps) override;
@@ -103,6 +115,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<LtGemm> gemm_;
   GeluProbe gelu_probe_;
+  std::unique_ptr<FusedAttention> fused_;  // null: reference attention
   // Scratch, reused in stream order: reductions' partials, sort buffers, attention blocks,
   // and the segment tables of the multi-tensor kernels.
   std::unique_ptr<ScratchBuffer> partials_, sort_, attn_a_, attn_b_, table_, sums_;

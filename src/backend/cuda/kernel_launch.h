@@ -102,7 +102,17 @@ void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* 
                   const int32_t* labels, int64_t M, int V, int ld, float grad_scale,
                   cudaStream_t stream);
 
-// ---- cast.cu: dst (bf16 bits) = round-to-nearest-even(src), n elements ----
-void cast_to_bf16(void* dst, const float* src, int64_t n, cudaStream_t stream);
+// ---- cast.cu: fp32 <-> 16-bit (GEMM inputs, fused attention I/O, gradient wire format) ----
+enum class LowPrecision { bf16, fp16 };
+// dst (bf16/fp16 bits) = round-to-nearest-even(src[i] * scale), n elements
+void cast_to_lowp(void* dst, const float* src, int64_t n, float scale, LowPrecision kind, cudaStream_t stream);
+// dst[i] = float(src[i]) * scale
+void cast_from_lowp(float* dst, const void* src, int64_t n, float scale, LowPrecision kind, cudaStream_t stream);
+
+// ---- attention_lengths.cu: per-sequence key counts for the fused (cuDNN) attention ----
+// seq_len[b] = number of leading keys of sequence b (tokens seq_start[b] .. seq_start[b+1]-1)
+// whose key_bias is 0 (not masked); seq_start [num_seqs + 1] is device memory.
+void attention_seq_lengths(int32_t* seq_len, const int32_t* seq_start, const float* key_bias,
+                           int num_seqs, cudaStream_t stream);
 
 }  // namespace bert::kernels

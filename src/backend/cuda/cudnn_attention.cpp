@@ -1,0 +1,410 @@
+// FusedAttention through cudnn-frontend's SDPA graphs (forward with softmax stats, backward).
+// qkv [T, 3H] is cast to 16 bits and read in place as strided Q/K/V views ("T3HD"); the
+// padding mask takes per-sequence key counts derived on the device from key_bias. A layout whose
+// sequences all have one length L is a [B, h, L, D] batch; any other is ragged, each sequence
+// placed by offsets from AttentionLayout::seq_start. Graphs are built once per (direction,
+// layout kind, B, S, heads, head_dim, dtype, dropout p) and cached. The forward's 16-bit output
+// and sequence lengths are kept per stats buffer for the backward, which needs them.
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fused_attention.h"
+#include "core/log.h"
+
+#define CUDNN_CHECK(call)                                                                   \
+  do {                                                                                      \
+    const cudnnStatus_t bert_cudnn_st_ = (call);                                            \
+    if (bert_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                             \
+      ::bert::fail(::bert::Code::backend, #call, " failed: ",                               \
+                   cudnnGetErrorString(bert_cudnn_st_), " at ", __FILE__, ":", __LINE__);   \
+  } while (0)
+
+namespace bert {
+
+bool fused_attention_built() { return true; }
+
+namespace {
+
+namespace fe = cudnn_frontend;
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// Tensor uids of the variant packs.
+enum Uid : int64_t {
+  kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV,
+  kSeqLenQ, kSeqLenKV, kOffQ, kOffK, kOffV, kOffO, kOffStats, kSeed, kOffset,
+};
+
+// Sequences padded to this multiple in ragged graphs' dims, so batches of similar shape share one.
+constexpr int64_t kRaggedLenQuantum = 64;
+
+// 64-bit mixer (splitmix64's finaliser): independent cuDNN Philox seeds per dropout site.
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The shape of one call, as the graphs see it.
+struct Shape {
+  bool ragged = false;
+  int64_t B = 0;  // sequences
+  int64_t S = 0;  // sequence length (the bound of all lengths when ragged)
+  int64_t T = 0;  // tokens
+  int64_t h = 0, D = 0;
+};
+
+Shape shape_of(const AttentionLayout& layout, int heads, int head_dim) {
+  Shape s;
+  s.B = layout.num_seqs();
+  s.T = layout.total_tokens();
+  s.h = heads;
+  s.D = head_dim;
+  const int64_t first = layout.seq_start[1] - layout.seq_start[0];
+  for (int b = 0; b < layout.num_seqs(); ++b)
+    if (layout.seq_start[b + 1] - layout.seq_start[b] != first) s.ragged = true;
+  s.S = s.ragged ? (layout.max_len() + kRaggedLenQuantum - 1) / kRaggedLenQuantum * kRaggedLenQuantum
+                 : first;
+  return s;
+}
+
+fe::DataType_t fe_type(kernels::LowPrecision io) {
+  return io == kernels::LowPrecision::fp16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
+}
+
+class CudnnAttention final : public FusedAttention {
+ public:
+  CudnnAttention(DeviceMemory& memory, cudaStream_t stream, kernels::LowPrecision io)
+      : memory_(memory),
+        stream_(stream),
+        io_(io),
+        qkv16_(memory, stream),
+        grad16_(memory, stream),
+        dqkv16_(memory, stream),
+        table_(memory, stream),
+        workspace_(memory, stream) {
+    CUDNN_CHECK(cudnnCreate(&handle_));
+    CUDNN_CHECK(cudnnSetStream(handle_, stream_));
+  }
+  ~CudnnAttention() override {
+    if (handle_ != nullptr) cudnnDestroy(handle_);
+  }
+
+  void forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
+               const AttentionLayout& layout, int heads, int head_dim,
+               const DropoutSite& site) override;
+  void backward(float* dqkv, const float* dctx, const float* qkv, const float* stats,
+                const AttentionLayout& layout, int heads, int head_dim,
+                const DropoutSite& site) override;
+
+ private:
+  // What a forward call keeps for the backward: its 16-bit output O [T, H] and the per-sequence
+  // key counts [B], in one buffer.
+  struct Saved {
+    std::unique_ptr<ScratchBuffer> buffer;
+    int64_t T = 0, B = 0, H = 0;
+    size_t seq_len_at = 0;  // byte offset of the counts in buffer
+  };
+  // Device copies of the call's per-sequence tables (see upload_table).
+  struct Table {
+    int32_t* seq_start = nullptr;
+    int32_t* off_qkv = nullptr;
+    int32_t* off_o = nullptr;
+    int32_t* off_stats = nullptr;
+    int64_t* seed = nullptr;
+    int64_t* offset = nullptr;
+  };
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int, float>;
+
+  void check_shape(const Shape& s, const char* op) const;
+  Table upload_table(const AttentionLayout& layout, const Shape& s, const DropoutSite& site);
+  fe::graph::Graph& graph(bool backward, const Shape& s, float p);
+  std::shared_ptr<fe::graph::Graph> build(bool backward, const Shape& s, float p,
+                                          bool deterministic);
+  void execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack);
+
+  DeviceMemory& memory_;
+  cudaStream_t stream_;
+  kernels::LowPrecision io_;
+  cudnnHandle_t handle_ = nullptr;
+  ScratchBuffer qkv16_, grad16_, dqkv16_, table_, workspace_;
+  std::vector<int32_t> host_table_;
+  std::map<Key, std::shared_ptr<fe::graph::Graph>> graphs_;
+  std::map<const float*, Saved> saved_;
+  std::string build_error_;  // why the last graph build failed
+};
+
+void CudnnAttention::check_shape(const Shape& s, const char* op) const {
+  // cuDNN's SDPA backward takes head dims up to 128 on Ampere (256 on Hopper), multiples of 8.
+  BERT_CHECK(s.D % 8 == 0 && s.D <= 128, Code::unsupported, op,
+             ": fused attention (train.fused_attention) needs a head dimension that is a multiple "
+             "of 8 and at most 128; this model has ", s.D);
+  BERT_CHECK(s.T * 3 * s.h * s.D < INT32_MAX, Code::unsupported, op, ": ", s.T,
+             " tokens of width ", 3 * s.h * s.D, " exceed the fused attention's 32-bit offsets");
+}
+
+CudnnAttention::Table CudnnAttention::upload_table(const AttentionLayout& layout, const Shape& s,
+                                                   const DropoutSite& site) {
+  // [B + 1] each: seq_start | Q/K/V offsets | O offsets | stats offsets, then the int64 seed and
+  // offset (4(B + 1) words in, so 8-byte aligned).
+  const size_t n = static_cast<size_t>(s.B + 1);
+  host_table_.assign(4 * n + 4, 0);
+  const int64_t H = s.h * s.D;
+  for (size_t b = 0; b < n; ++b) {
+    const int64_t t = layout.seq_start[b];
+    host_table_[b] = static_cast<int32_t>(t);
+    host_table_[n + b] = static_cast<int32_t>(t * 3 * H);
+    host_table_[2 * n + b] = static_cast<int32_t>(t * H);
+    host_table_[3 * n + b] = static_cast<int32_t>(t * s.h);
+  }
+  // cuDNN's own Philox stream for this site: the (seed, step, tensor id) triple folded into its
+  // seed, offset 0. The backward rebuilds the same pair, so it regenerates the same mask.
+  const uint64_t seed = mix64(site.seed ^ mix64(site.step ^ mix64(site.tensor_id)));
+  const size_t words_at = 4 * n;
+  std::memcpy(&host_table_[words_at], &seed, sizeof seed);
+  const size_t bytes = host_table_.size() * sizeof(int32_t);
+  auto* device = static_cast<int32_t*>(table_.get(bytes));
+  // Pageable source: staged before cudaMemcpyAsync returns; ordered before the graph on stream_.
+  CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  Table t;
+  t.seq_start = device;
+  t.off_qkv = device + n;
+  t.off_o = device + 2 * n;
+  t.off_stats = device + 3 * n;
+  t.seed = reinterpret_cast<int64_t*>(device + words_at);
+  t.offset = t.seed + 1;
+  return t;
+}
+
+std::shared_ptr<fe::graph::Graph> CudnnAttention::build(bool backward, const Shape& s, float p,
+                                                        bool deterministic) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe_type(io_))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const int64_t H = s.h * s.D;
+  auto index_tensor = [&](const char* name, int64_t uid, int64_t n, fe::DataType_t type) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim({n, 1, 1, 1})
+                         .set_stride({1, 1, 1, 1})
+                         .set_data_type(type));
+  };
+  // Ragged offsets (elements) of each sequence's first token in a tensor; null when batched.
+  auto ragged = [&](const char* name, int64_t uid) -> TensorPtr {
+    return s.ragged ? index_tensor(name, uid, s.B + 1, fe::DataType_t::INT32) : nullptr;
+  };
+  const TensorPtr off_q = ragged("off_q", kOffQ), off_k = ragged("off_k", kOffK),
+                  off_v = ragged("off_v", kOffV), off_o = ragged("off_o", kOffO),
+                  off_stats = ragged("off_stats", kOffStats);
+  // [B, h, S, D] views: token stride 3H inside qkv (H inside O), head stride D.
+  auto qkv_dims = [&](fe::graph::Tensor_attributes& t, const TensorPtr& off) -> auto& {
+    t.set_dim({s.B, s.h, s.S, s.D}).set_stride({s.S * 3 * H, s.D, 3 * H, 1});
+    if (off) t.set_ragged_offset(off);
+    return t;
+  };
+  auto o_dims = [&](fe::graph::Tensor_attributes& t) -> auto& {
+    t.set_dim({s.B, s.h, s.S, s.D}).set_stride({s.S * H, s.D, H, 1});
+    if (off_o) t.set_ragged_offset(off_o);
+    return t;
+  };
+  // Stats [B, h, S, 1] fp32: token-major [T, h] when ragged, else head-major per sequence.
+  auto stats_dims = [&](fe::graph::Tensor_attributes& t) -> auto& {
+    t.set_dim({s.B, s.h, s.S, 1}).set_data_type(fe::DataType_t::FLOAT);
+    if (off_stats) {
+      t.set_stride({s.S * s.h, 1, s.h, 1}).set_ragged_offset(off_stats);
+    } else {
+      t.set_stride({s.h * s.S, s.S, 1, 1});
+    }
+    return t;
+  };
+  auto input = [&](const char* name, int64_t uid) {
+    fe::graph::Tensor_attributes t;
+    t.set_name(name).set_uid(uid);
+    return t;
+  };
+  auto q_attr = input("Q", kQ), k_attr = input("K", kK), v_attr = input("V", kV);
+  const TensorPtr Q = g->tensor(qkv_dims(q_attr, off_q));
+  const TensorPtr K = g->tensor(qkv_dims(k_attr, off_k));
+  const TensorPtr V = g->tensor(qkv_dims(v_attr, off_v));
+  const TensorPtr seq_q = index_tensor("seq_q", kSeqLenQ, s.B, fe::DataType_t::INT32);
+  const TensorPtr seq_kv = index_tensor("seq_kv", kSeqLenKV, s.B, fe::DataType_t::INT32);
+  const TensorPtr seed = p > 0.0f ? index_tensor("seed", kSeed, 1, fe::DataType_t::INT64) : nullptr;
+  const TensorPtr offset =
+      p > 0.0f ? index_tensor("offset", kOffset, 1, fe::DataType_t::INT64) : nullptr;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  if (!backward) {
+    auto attr = fe::graph::SDPA_attributes()
+                    .set_name("bert_sdpa_fwd")
+                    .set_generate_stats(true)
+                    .set_attn_scale(scale)
+                    .set_padding_mask(true)
+                    .set_seq_len_q(seq_q)
+                    .set_seq_len_kv(seq_kv);
+    if (p > 0.0f) attr.set_dropout(p, seed, offset);
+    auto [O, Stats] = g->sdpa(Q, K, V, attr);
+    o_dims(O->set_output(true).set_uid(kO));
+    stats_dims(Stats->set_output(true).set_uid(kStats));
+  } else {
+    auto o_attr = input("O", kO), do_attr = input("dO", kDO), stats_attr = input("Stats", kStats);
+    const TensorPtr O = g->tensor(o_dims(o_attr));
+    const TensorPtr dO = g->tensor(o_dims(do_attr));
+    const TensorPtr Stats = g->tensor(stats_dims(stats_attr));
+    auto attr = fe::graph::SDPA_backward_attributes()
+                    .set_name("bert_sdpa_bwd")
+                    .set_attn_scale(scale)
+                    .set_padding_mask(true)
+                    .set_seq_len_q(seq_q)
+                    .set_seq_len_kv(seq_kv)
+                    .set_deterministic_algorithm(deterministic);
+    if (p > 0.0f) attr.set_dropout(p, seed, offset);
+    auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, attr);
+    qkv_dims(dQ->set_output(true).set_uid(kDQ), off_q);
+    qkv_dims(dK->set_output(true).set_uid(kDK), off_k);
+    qkv_dims(dV->set_output(true).set_uid(kDV), off_v);
+  }
+  // Each step runs only when the previous one succeeded.
+  fe::error_t st = g->validate();
+  if (st.is_good()) st = g->build_operation_graph(handle_);
+  if (st.is_good()) st = g->create_execution_plans({fe::HeurMode_t::A});
+  if (st.is_good()) st = g->check_support(handle_);
+  if (st.is_good()) st = g->build_plans(handle_);
+  if (!st.is_good()) {
+    build_error_ = st.get_message();
+    return nullptr;
+  }
+  return g;
+}
+
+fe::graph::Graph& CudnnAttention::graph(bool backward, const Shape& s, float p) {
+  const Key key(backward, s.ragged, s.B, s.S, s.h, s.D, static_cast<int>(io_), p);
+  auto it = graphs_.find(key);
+  if (it != graphs_.end()) return *it->second;
+  // The backward prefers cuDNN's deterministic algorithm (the engine's default everywhere);
+  // where that is not offered it falls back to the atomics-based one.
+  std::shared_ptr<fe::graph::Graph> g = build(backward, s, p, true);
+  if (g == nullptr && backward) {
+    g = build(backward, s, p, false);
+    if (g != nullptr)
+      log_message(log_warning, "cuDNN offers no deterministic fused attention backward for this "
+                               "shape; using the non-deterministic one");
+  }
+  BERT_CHECK(g != nullptr, Code::unsupported, "cuDNN has no fused attention ",
+             backward ? "backward" : "forward", " for ", s.B, " sequences of ",
+             s.ragged ? "up to " : "", s.S, " tokens, ", s.h, " heads of ", s.D,
+             " (train.fused_attention; cuDNN ", cudnnGetVersion(), "): ", build_error_);
+  return *graphs_.emplace(key, std::move(g)).first->second;
+}
+
+void CudnnAttention::execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack) {
+  int64_t bytes = 0;
+  fe::error_t st = g.get_workspace_size(bytes);
+  BERT_CHECK(st.is_good(), Code::backend, "cuDNN attention workspace query failed: ",
+             st.get_message());
+  void* workspace = bytes > 0 ? workspace_.get(static_cast<size_t>(bytes)) : nullptr;
+  st = g.execute(handle_, pack, workspace);
+  BERT_CHECK(st.is_good(), Code::backend, "cuDNN fused attention failed: ", st.get_message());
+}
+
+void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
+                             const AttentionLayout& layout, int heads, int head_dim,
+                             const DropoutSite& site) {
+  const Shape s = shape_of(layout, heads, head_dim);
+  check_shape(s, "attention_fwd");
+  BERT_CHECK(key_bias != nullptr, Code::invalid_argument,
+             "attention_fwd: the fused attention needs key_bias (its padding mask)");
+  if (s.T == 0) return;
+  const int64_t H = s.h * s.D;
+  Saved& saved = saved_[stats];
+  if (saved.buffer == nullptr) saved.buffer = std::make_unique<ScratchBuffer>(memory_, stream_);
+  saved.T = s.T;
+  saved.B = s.B;
+  saved.H = H;
+  saved.seq_len_at = (static_cast<size_t>(s.T * H) * 2 + 255) / 256 * 256;
+  char* keep = static_cast<char*>(saved.buffer->get(saved.seq_len_at + s.B * sizeof(int32_t)));
+  void* o16 = keep;                                                  // [T, H]
+  auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);  // [B]
+  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(s.T * 3 * H) * 2));
+  kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
+  const Table t = upload_table(layout, s, site);
+  kernels::attention_seq_lengths(seq_len, t.seq_start, key_bias, static_cast<int>(s.B), stream_);
+  // Padded query rows are not written by cuDNN: they read as 0.
+  CUDA_CHECK(cudaMemsetAsync(o16, 0, static_cast<size_t>(s.T * H) * 2, stream_));
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, qkv16}, {kK, qkv16 + H * 2}, {kV, qkv16 + 2 * H * 2}, {kO, o16}, {kStats, stats},
+      {kSeqLenQ, seq_len}, {kSeqLenKV, seq_len}};
+  if (s.ragged) {
+    for (int64_t uid : {kOffQ, kOffK, kOffV}) pack[uid] = t.off_qkv;
+    pack[kOffO] = t.off_o;
+    pack[kOffStats] = t.off_stats;
+  }
+  if (site.p > 0.0f) {
+    pack[kSeed] = t.seed;
+    pack[kOffset] = t.offset;
+  }
+  execute(graph(false, s, site.p), pack);
+  kernels::cast_from_lowp(ctx, o16, s.T * H, 1.0f, io_, stream_);
+}
+
+void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,
+                              const float* stats, const AttentionLayout& layout, int heads,
+                              int head_dim, const DropoutSite& site) {
+  const Shape s = shape_of(layout, heads, head_dim);
+  check_shape(s, "attention_bwd");
+  if (s.T == 0) return;
+  const int64_t H = s.h * s.D;
+  auto it = saved_.find(stats);
+  BERT_CHECK(it != saved_.end() && it->second.T == s.T && it->second.B == s.B &&
+                 it->second.H == H,
+             Code::invalid_argument,
+             "attention_bwd: the fused attention has no forward output for this probs buffer and "
+             "layout (", s.B, " sequences, ", s.T, " tokens); run attention_fwd with it first");
+  const Saved& saved = it->second;
+  char* keep = static_cast<char*>(saved.buffer->get(saved.seq_len_at + s.B * sizeof(int32_t)));
+  void* o16 = keep;
+  auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
+  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(s.T * 3 * H) * 2));
+  kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
+  void* do16 = grad16_.get(static_cast<size_t>(s.T * H) * 2);
+  kernels::cast_to_lowp(do16, dctx, s.T * H, 1.0f, io_, stream_);
+  auto* dqkv16 = static_cast<char*>(dqkv16_.get(static_cast<size_t>(s.T * 3 * H) * 2));
+  CUDA_CHECK(cudaMemsetAsync(dqkv16, 0, static_cast<size_t>(s.T * 3 * H) * 2, stream_));
+  const Table t = upload_table(layout, s, site);
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, qkv16},          {kK, qkv16 + H * 2},   {kV, qkv16 + 2 * H * 2},
+      {kO, o16},            {kDO, do16},           {kStats, const_cast<float*>(stats)},
+      {kDQ, dqkv16},        {kDK, dqkv16 + H * 2}, {kDV, dqkv16 + 2 * H * 2},
+      {kSeqLenQ, seq_len},  {kSeqLenKV, seq_len}};
+  if (s.ragged) {
+    for (int64_t uid : {kOffQ, kOffK, kOffV}) pack[uid] = t.off_qkv;
+    pack[kOffO] = t.off_o;
+    pack[kOffStats] = t.off_stats;
+  }
+  if (site.p > 0.0f) {
+    pack[kSeed] = t.seed;
+    pack[kOffset] = t.offset;
+  }
+  execute(graph(true, s, site.p), pack);
+  kernels::cast_from_lowp(dqkv, dqkv16, s.T * 3 * H, 1.0f, io_, stream_);
+}
+
+}  // namespace
+
+std::unique_ptr<FusedAttention> make_fused_attention(DeviceMemory& memory, cudaStream_t stream,
+                                                     kernels::LowPrecision io) {
+  return std::make_unique<CudnnAttention>(memory, stream, io);
+}
+
+}  // namespace bert

@@ -1,0 +1,128 @@
+// End to end through the C API: bert-tiny (2 layers, hidden 128, 2 heads, seq 64, synthetic
+// data, dropout off) trains 20 steps on "cpu" and on "cuda" from the same seed, and the loss
+// curves must agree: fp32 within 1e-4 relative per step (both compute in fp32; only summation
+// orders differ); bf16 within 2e-2 (GEMM inputs rounded to 8 significant bits, relative 2^-9,
+// move the initial loss ~10.3 by ~1e-3 relative and LAMB's normalised updates keep the curves
+// that close over 20 steps, with margin for accumulation); bf16 with cuDNN fused attention
+// within 3e-2 (its probabilities are bf16 too). fp16 starting from a loss scale of 1e38 must
+// skip steps, halving the scale each time, then train.
+#include <bert.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+// `steps` is the learning-rate schedule's length.
+std::string config(const std::string& device, const std::string& train_extra, int steps = 20) {
+  return R"({"device": ")" + device + R"(",
+      "model": {"vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "intermediate_size": 512, "max_position_embeddings": 64},
+      "train": {"micro_batch": 8, "steps": )" + std::to_string(steps) + R"(, "lr": 0.01, "seed": 4242, "threads": 2,
+                "dropout": false)" +
+         train_extra + R"(},
+      "data": {"max_seq_length": 64, "max_predictions_per_seq": 10}})";
+}
+
+bert_session* create(const std::string& cfg) {
+  bert_session* s = nullptr;
+  EXPECT_EQ(bert_session_create(cfg.c_str(), nullptr, &s), BERT_OK) << bert_last_error();
+  return s;
+}
+
+bert_step_result step(bert_session* s) {
+  bert_step_result r;
+  bert_step_result_init(&r);
+  EXPECT_EQ(bert_step(s, nullptr, &r), BERT_OK) << bert_last_error();
+  return r;
+}
+
+std::vector<float> losses(const std::string& device, const std::string& train_extra, int steps) {
+  bert_session* s = create(config(device, train_extra));
+  std::vector<float> out;
+  if (s == nullptr) return out;
+  for (int i = 0; i < steps; ++i) {
+    const bert_step_result r = step(s);
+    EXPECT_EQ(r.skipped, 0) << device << train_extra << " step " << i + 1;
+    out.push_back(r.loss);
+  }
+  bert_session_destroy(s);
+  return out;
+}
+
+const std::vector<float>& cpu_losses() {
+  static const std::vector<float> curve = losses("cpu", "", 20);
+  return curve;
+}
+
+void expect_same_curve(const std::vector<float>& gpu, double rtol, const std::string& what) {
+  const std::vector<float>& cpu = cpu_losses();
+  ASSERT_EQ(cpu.size(), 20u);
+  ASSERT_EQ(gpu.size(), 20u) << what;
+  double worst = 0.0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double rel = std::fabs(static_cast<double>(gpu[i]) - cpu[i]) / std::fabs(cpu[i]);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, rtol) << what << " step " << i + 1 << ": cpu " << cpu[i] << ", cuda " << gpu[i];
+  }
+  EXPECT_LT(cpu.back(), cpu.front()) << "the reference run must learn";
+  std::printf("[ info ] %s: loss %.5f -> %.5f (cpu %.5f -> %.5f), worst relative gap %.3g\n",
+              what.c_str(), gpu.front(), gpu.back(), cpu.front(), cpu.back(), worst);
+}
+
+TEST(EndToEnd, Fp32MatchesTheCpu) {
+  expect_same_curve(losses("cuda", R"(, "precision": "fp32")", 20), 1e-4, "fp32");
+}
+
+TEST(EndToEnd, Bf16TracksTheCpu) {
+  expect_same_curve(losses("cuda", R"(, "precision": "bf16")", 20), 2e-2, "bf16");
+}
+
+TEST(EndToEnd, Bf16FusedAttentionTracksTheCpu) {
+  bert_session* probe = nullptr;
+  const std::string cfg = config("cuda", R"(, "precision": "bf16", "fused_attention": true)");
+  if (bert_session_create(cfg.c_str(), nullptr, &probe) == BERT_ERR_UNSUPPORTED)
+    GTEST_SKIP() << bert_last_error();
+  bert_session_destroy(probe);
+  expect_same_curve(losses("cuda", R"(, "precision": "bf16", "fused_attention": true)", 20), 3e-2,
+                    "bf16 fused attention");
+}
+
+TEST(EndToEnd, Fp16DynamicLossScalingSkipsOverflowsThenTrains) {
+  // A schedule long enough that the ~110 skipped steps (1e38 halved down to fp16's range) and
+  // the 20 training steps after them all run at a non-zero learning rate.
+  bert_session* s = create(config(
+      "cuda", R"(, "precision": "fp16", "loss_scaling": "dynamic", "loss_scale": 1e38)", 1000));
+  ASSERT_NE(s, nullptr);
+  float expected_scale = 1e38f;
+  int skipped = 0;
+  bert_step_result r = step(s);
+  // The first step sees the CPU run's first batch and initial weights: the same loss, up to
+  // fp16 GEMM inputs (relative 2^-12), however the backward overflows.
+  EXPECT_NEAR(r.loss, cpu_losses()[0], 5e-3 * cpu_losses()[0]);
+  for (; r.skipped == 1 && skipped < 200; r = step(s)) {
+    EXPECT_FLOAT_EQ(r.loss_scale, expected_scale) << "skip " << skipped + 1;
+    expected_scale /= 2;
+    ++skipped;
+  }
+  EXPECT_GE(skipped, 1) << "a loss scale of 1e38 must overflow fp16";
+  ASSERT_EQ(r.skipped, 0) << "still skipping after " << skipped << " steps";
+  EXPECT_FLOAT_EQ(r.loss_scale, expected_scale);
+  const float first = r.loss;
+  int trained = 1;
+  for (int i = 0; i < 19; ++i) {
+    r = step(s);
+    EXPECT_TRUE(std::isfinite(r.loss));
+    trained += r.skipped == 0;
+  }
+  EXPECT_GE(trained, 18) << "after the scale settles almost every step must train";
+  EXPECT_LT(r.loss, first) << "fp16 training must reduce the loss";
+  std::printf("[ info ] fp16: %d steps skipped, scale settled at %g, loss %.5f -> %.5f\n",
+              skipped, expected_scale, first, r.loss);
+  bert_session_destroy(s);
+}
+
+}  // namespace
