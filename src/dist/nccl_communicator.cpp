@@ -158,6 +158,8 @@ class NcclCommunicator : public Communicator {
     const int64_t n = pending_elems_;
     pending_elems_ = 0;
     wire_used_ = 0;
+    largest_step_wire_bytes_ = std::max(largest_step_wire_bytes_, step_wire_bytes_);
+    step_wire_bytes_ = 0;
     wait_ready("allreduce_sum (buckets)", n);
   }
 
@@ -206,22 +208,30 @@ class NcclCommunicator : public Communicator {
   }
 
   // 16-bit wire space for a bucket of n elements. Buckets of one step stay in flight together,
-  // so they take consecutive slices; when the buffer is short, the sums in flight are waited
-  // for and it grows to what this step needed so far (after the first step it fits).
+  // so they take consecutive slices. The first bucket of a step grows the buffer to the largest
+  // step seen so far (every step cuts the same buckets, so from the second step on it fits);
+  // within the first step a short buffer means waiting for the sums in flight and growing to
+  // everything this step has needed so far.
   void* wire_words(int64_t n) {
-    const size_t bytes = static_cast<size_t>(n) * 2;
-    if (wire_used_ + bytes > wire_bytes_) {
-      const size_t needed = wire_used_ + bytes;
+    const size_t bytes = (static_cast<size_t>(n) * 2 + 255) / 256 * 256;
+    step_wire_bytes_ += bytes;
+    if (wire_used_ == 0 && pending_elems_ == 0 && wire_bytes_ < largest_step_wire_bytes_) {
+      grow_wire(largest_step_wire_bytes_);
+    } else if (wire_used_ + bytes > wire_bytes_) {
       if (pending_elems_ > 0) wait_ready("allreduce_sum (buckets)", pending_elems_);
-      if (wire_) BERT_CUDART_CHECK(cudaFree(wire_));
-      wire_ = nullptr;
-      BERT_CUDART_CHECK(cudaMalloc(&wire_, needed));
-      wire_bytes_ = needed;
+      grow_wire(step_wire_bytes_);
       wire_used_ = 0;
     }
     void* at = static_cast<char*>(wire_) + wire_used_;
-    wire_used_ += (bytes + 255) / 256 * 256;
+    wire_used_ += bytes;
     return at;
+  }
+
+  void grow_wire(size_t bytes) {
+    if (wire_) BERT_CUDART_CHECK(cudaFree(wire_));
+    wire_ = nullptr;
+    BERT_CUDART_CHECK(cudaMalloc(&wire_, bytes));
+    wire_bytes_ = bytes;
   }
 
   void check_usable(const char* what) const {
@@ -306,6 +316,7 @@ class NcclCommunicator : public Communicator {
   size_t scratch_bytes_ = 0;
   void* wire_ = nullptr;  // 16-bit gradient words of the buckets in flight
   size_t wire_bytes_ = 0, wire_used_ = 0;
+  size_t step_wire_bytes_ = 0, largest_step_wire_bytes_ = 0;  // 16-bit bytes of this / the largest step
   int64_t pending_elems_ = 0;
   bool broken_ = false;
 };

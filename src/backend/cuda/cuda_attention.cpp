@@ -2,7 +2,8 @@
 // head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
 // around the fused scale+mask+softmax(+dropout) kernels. Scores are written straight into the
 // saved probs array, so the dropout element index is the index there, as on the CPU. With
-// fused attention both directions go to FusedAttention (cuDNN) instead.
+// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout the
+// GPU supports there.
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -32,7 +33,7 @@ void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const fl
                             const AttentionLayout& layout, int heads, int head_dim,
                             const DropoutSite& site) {
   check_attention("attention_fwd", layout, heads, head_dim, site);
-  if (fused_ != nullptr) {
+  if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
     return;
   }
@@ -92,7 +93,7 @@ void CudaOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, co
                             const AttentionLayout& layout, int heads, int head_dim,
                             const DropoutSite& site) {
   check_attention("attention_bwd", layout, heads, head_dim, site);
-  if (fused_ != nullptr) {
+  if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
     return;
   }

@@ -65,6 +65,13 @@ struct Shape {
   int64_t h = 0, D = 0;
 };
 
+bool is_ragged(const AttentionLayout& layout) {
+  const int64_t first = layout.seq_start[1] - layout.seq_start[0];
+  for (int b = 0; b < layout.num_seqs(); ++b)
+    if (layout.seq_start[b + 1] - layout.seq_start[b] != first) return true;
+  return false;
+}
+
 Shape shape_of(const AttentionLayout& layout, int heads, int head_dim) {
   Shape s;
   s.B = layout.num_seqs();
@@ -72,8 +79,7 @@ Shape shape_of(const AttentionLayout& layout, int heads, int head_dim) {
   s.h = heads;
   s.D = head_dim;
   const int64_t first = layout.seq_start[1] - layout.seq_start[0];
-  for (int b = 0; b < layout.num_seqs(); ++b)
-    if (layout.seq_start[b + 1] - layout.seq_start[b] != first) s.ragged = true;
+  s.ragged = is_ragged(layout);
   s.S = s.ragged ? (layout.max_len() + kRaggedLenQuantum - 1) / kRaggedLenQuantum * kRaggedLenQuantum
                  : first;
   return s;
@@ -96,9 +102,26 @@ class CudnnAttention final : public FusedAttention {
         workspace_(memory, stream) {
     CUDNN_CHECK(cudnnCreate(&handle_));
     CUDNN_CHECK(cudnnSetStream(handle_, stream_));
+    // Ragged (THD) backward with ragged statistics: Hopper-class only (sm_8x and sm_12x are
+    // refused by cudnn-frontend's support checks).
+    int device = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    ragged_ok_ = major >= 9 && major != 12;
   }
   ~CudnnAttention() override {
+    graphs_.clear();  // execution plans before the handle they were built on
     if (handle_ != nullptr) cudnnDestroy(handle_);
+  }
+
+  bool supports(const AttentionLayout& layout) const override {
+    if (ragged_ok_ || !is_ragged(layout)) return true;
+    if (!warned_ragged_) {
+      warned_ragged_ = true;
+      log_message(log_warning, "train.fused_attention: cuDNN's fused attention takes no variable-length "
+                               "(unpadded) batches on this GPU; those use the reference attention");
+    }
+    return false;
   }
 
   void forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
@@ -143,6 +166,8 @@ class CudnnAttention final : public FusedAttention {
   std::map<Key, std::shared_ptr<fe::graph::Graph>> graphs_;
   std::map<const float*, Saved> saved_;
   std::string build_error_;  // why the last graph build failed
+  bool ragged_ok_ = false;
+  mutable bool warned_ragged_ = false;
 };
 
 void CudnnAttention::check_shape(const Shape& s, const char* op) const {
@@ -248,6 +273,7 @@ std::shared_ptr<fe::graph::Graph> CudnnAttention::build(bool backward, const Sha
   if (!backward) {
     auto attr = fe::graph::SDPA_attributes()
                     .set_name("bert_sdpa_fwd")
+                    .set_implementation(fe::AttentionImplementation_t::COMPOSITE)
                     .set_generate_stats(true)
                     .set_attn_scale(scale)
                     .set_padding_mask(true)
@@ -329,9 +355,7 @@ void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const f
   const int64_t H = s.h * s.D;
   Saved& saved = saved_[stats];
   if (saved.buffer == nullptr) saved.buffer = std::make_unique<ScratchBuffer>(memory_, stream_);
-  saved.T = s.T;
-  saved.B = s.B;
-  saved.H = H;
+  saved.T = saved.B = saved.H = 0;  // valid for a backward only once this forward has run
   saved.seq_len_at = (static_cast<size_t>(s.T * H) * 2 + 255) / 256 * 256;
   char* keep = static_cast<char*>(saved.buffer->get(saved.seq_len_at + s.B * sizeof(int32_t)));
   void* o16 = keep;                                                  // [T, H]
@@ -356,6 +380,9 @@ void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const f
   }
   execute(graph(false, s, site.p), pack);
   kernels::cast_from_lowp(ctx, o16, s.T * H, 1.0f, io_, stream_);
+  saved.T = s.T;
+  saved.B = s.B;
+  saved.H = H;
 }
 
 void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,

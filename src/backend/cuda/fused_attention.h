@@ -17,6 +17,10 @@ namespace bert {
 class FusedAttention {
  public:
   virtual ~FusedAttention() = default;
+  // Whether this GPU runs `layout` fused. cuDNN's backward takes variable-length (ragged)
+  // batches only on Hopper-class GPUs; elsewhere those batches use the reference attention
+  // (the caller picks per call, the same way in both directions).
+  virtual bool supports(const AttentionLayout& layout) const = 0;
   // Ops::attention_fwd semantics for every query row that is not padding (padded query rows of
   // ctx are 0); stats [heads · total_tokens] replace the reference's probabilities. Dropout
   // masks come from cuDNN's Philox stream keyed by the site, not the engine's.
