@@ -156,6 +156,8 @@ class CudnnAttention final : public FusedAttention {
   std::shared_ptr<fe::graph::Graph> build(bool backward, const Shape& s, float p,
                                           bool deterministic);
   void execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack);
+  // The table's ragged offsets (when ragged) and dropout seed/offset (when p > 0) into `pack`.
+  static void add_table(std::unordered_map<int64_t, void*>& pack, const Table& t, const Shape& s, float p);
 
   DeviceMemory& memory_;
   cudaStream_t stream_;
@@ -334,6 +336,19 @@ fe::graph::Graph& CudnnAttention::graph(bool backward, const Shape& s, float p) 
   return *graphs_.emplace(key, std::move(g)).first->second;
 }
 
+void CudnnAttention::add_table(std::unordered_map<int64_t, void*>& pack, const Table& t, const Shape& s,
+                               float p) {
+  if (s.ragged) {
+    for (int64_t uid : {kOffQ, kOffK, kOffV}) pack[uid] = t.off_qkv;
+    pack[kOffO] = t.off_o;
+    pack[kOffStats] = t.off_stats;
+  }
+  if (p > 0.0f) {
+    pack[kSeed] = t.seed;
+    pack[kOffset] = t.offset;
+  }
+}
+
 void CudnnAttention::execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack) {
   int64_t bytes = 0;
   fe::error_t st = g.get_workspace_size(bytes);
@@ -369,15 +384,7 @@ void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const f
   std::unordered_map<int64_t, void*> pack = {
       {kQ, qkv16}, {kK, qkv16 + H * 2}, {kV, qkv16 + 2 * H * 2}, {kO, o16}, {kStats, stats},
       {kSeqLenQ, seq_len}, {kSeqLenKV, seq_len}};
-  if (s.ragged) {
-    for (int64_t uid : {kOffQ, kOffK, kOffV}) pack[uid] = t.off_qkv;
-    pack[kOffO] = t.off_o;
-    pack[kOffStats] = t.off_stats;
-  }
-  if (site.p > 0.0f) {
-    pack[kSeed] = t.seed;
-    pack[kOffset] = t.offset;
-  }
+  add_table(pack, t, s, site.p);
   execute(graph(false, s, site.p), pack);
   kernels::cast_from_lowp(ctx, o16, s.T * H, 1.0f, io_, stream_);
   saved.T = s.T;
@@ -414,15 +421,7 @@ void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,
       {kO, o16},            {kDO, do16},           {kStats, const_cast<float*>(stats)},
       {kDQ, dqkv16},        {kDK, dqkv16 + H * 2}, {kDV, dqkv16 + 2 * H * 2},
       {kSeqLenQ, seq_len},  {kSeqLenKV, seq_len}};
-  if (s.ragged) {
-    for (int64_t uid : {kOffQ, kOffK, kOffV}) pack[uid] = t.off_qkv;
-    pack[kOffO] = t.off_o;
-    pack[kOffStats] = t.off_stats;
-  }
-  if (site.p > 0.0f) {
-    pack[kSeed] = t.seed;
-    pack[kOffset] = t.offset;
-  }
+  add_table(pack, t, s, site.p);
   execute(graph(true, s, site.p), pack);
   kernels::cast_from_lowp(dqkv, dqkv16, s.T * 3 * H, 1.0f, io_, stream_);
 }
