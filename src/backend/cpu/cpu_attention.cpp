@@ -9,21 +9,10 @@
 
 #include "backend/cpu/cpu_dropout.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
-
-void check_attention_args(const AttentionLayout& layout, int heads, int head_dim) {
-  BERT_CHECK(heads > 0 && head_dim > 0, Code::invalid_argument, "attention: bad heads=", heads,
-             " head_dim=", head_dim);
-  BERT_CHECK(layout.num_seqs() >= 1 && layout.seq_start[0] == 0, Code::invalid_argument,
-             "attention: layout needs seq_start = {0, ...} with at least one sequence");
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    BERT_CHECK(layout.seq_start[b + 1] >= layout.seq_start[b], Code::invalid_argument,
-               "attention: seq_start[", b + 1, "] = ", layout.seq_start[b + 1],
-               " is below seq_start[", b, "] = ", layout.seq_start[b]);
-  }
-}
 
 float* CpuOps::attention_scratch(size_t floats_per_thread) {
   const size_t needed = floats_per_thread * static_cast<size_t>(threads_);
@@ -46,8 +35,7 @@ void CpuOps::compute_probs_offsets(const AttentionLayout& layout, int heads) {
 void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
                            const AttentionLayout& layout, int heads, int head_dim,
                            const DropoutSite& site) {
-  check_attention_args(layout, heads, head_dim);
-  check_dropout_site(site, "attention_fwd");
+  check_attention_args("attention_fwd", layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
   const int64_t max_len = layout.max_len();
   const bool dropout = site.p > 0.0f;
@@ -102,8 +90,7 @@ void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const flo
 void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
                            const AttentionLayout& layout, int heads, int head_dim,
                            const DropoutSite& site) {
-  check_attention_args(layout, heads, head_dim);
-  check_dropout_site(site, "attention_bwd");
+  check_attention_args("attention_bwd", layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
   const int64_t max_len = layout.max_len();
   const bool dropout = site.p > 0.0f;

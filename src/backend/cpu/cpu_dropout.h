@@ -12,13 +12,6 @@
 
 namespace bert {
 
-// Rejects probabilities outside [0, 1); `op` names the caller in the message.
-inline void check_dropout_site(const DropoutSite& site, const char* op) {
-  BERT_CHECK(site.p >= 0.0f && site.p < 1.0f, Code::invalid_argument, op,
-             ": dropout probability ", site.p, " (tensor id ", site.tensor_id,
-             ") is outside [0, 1)");
-}
-
 // Scale applied to kept elements: 1 / (1 - p), rounded to float once.
 inline float dropout_keep_scale(const DropoutSite& site) { return 1.0f / (1.0f - site.p); }
 

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_dropout.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
@@ -17,8 +18,8 @@ int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
 void CpuOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
                                   const DropoutSite& site) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_residual_fwd: bad element count ", n);
-  check_dropout_site(site, "dropout_residual_fwd");
+  check_element_count("dropout_residual_fwd", n);
+  check_dropout_site("dropout_residual_fwd", site);
   const float keep_scale = dropout_keep_scale(site);
   const int64_t chunks = chunks_of(n);
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
@@ -36,8 +37,8 @@ void CpuOps::dropout_residual_fwd(float* out, const float* in, const float* resi
 }
 
 void CpuOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_bwd: bad element count ", n);
-  check_dropout_site(site, "dropout_bwd");
+  check_element_count("dropout_bwd", n);
+  check_dropout_site("dropout_bwd", site);
   if (site.p == 0.0f) {
     if (din != dout) copy(din, dout, static_cast<size_t>(n) * sizeof(float));
     return;
@@ -54,7 +55,7 @@ void CpuOps::dropout_bwd(float* din, const float* dout, int64_t n, const Dropout
 }
 
 void CpuOps::scale(float* x, float a, int64_t n) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "scale: bad element count ", n);
+  check_element_count("scale", n);
   const int64_t chunks = chunks_of(n);
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {

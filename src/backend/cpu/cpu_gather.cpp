@@ -5,16 +5,13 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 128;
-
-void check_rows_shape(const char* op, int64_t n, int H) {
-  BERT_CHECK(n >= 0 && H > 0, Code::invalid_argument, op, ": bad shape rows=", n, " H=", H);
-}
 
 }  // namespace
 

@@ -50,7 +50,7 @@ void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float
 }
 
 void CpuOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "activation_fwd: negative element count ", n);
+  check_element_count("activation_fwd", n);
   dispatch_activation(act, [&](auto tag) {
     constexpr Activation A = decltype(tag)::value;
 #pragma omp parallel for num_threads(threads_) if (n > 16384)

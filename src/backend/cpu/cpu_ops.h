@@ -106,7 +106,4 @@ class CpuOps final : public Ops {
   std::vector<double> sumsq_partials_;       // [total chunks]
 };
 
-// Checks an attention call's geometry; throws Error(invalid_argument) naming the bad value.
-void check_attention_args(const AttentionLayout& layout, int heads, int head_dim);
-
 }  // namespace bert

@@ -8,31 +8,14 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/op_checks.h"
 
 namespace bert {
-namespace {
-
-void check_attention(const char* op, const AttentionLayout& layout, int heads, int head_dim,
-                     const DropoutSite& site) {
-  BERT_CHECK(heads > 0 && head_dim > 0, Code::invalid_argument, op, ": bad heads=", heads,
-             " head_dim=", head_dim);
-  BERT_CHECK(layout.num_seqs() >= 1 && layout.seq_start[0] == 0, Code::invalid_argument, op,
-             ": layout needs seq_start = {0, ...} with at least one sequence");
-  for (size_t b = 1; b < layout.seq_start.size(); ++b)
-    BERT_CHECK(layout.seq_start[b] >= layout.seq_start[b - 1], Code::invalid_argument, op,
-               ": seq_start[", b, "] = ", layout.seq_start[b], " is below seq_start[", b - 1,
-               "] = ", layout.seq_start[b - 1]);
-  BERT_CHECK(site.p >= 0.0f && site.p < 1.0f, Code::invalid_argument, op,
-             ": dropout probability ", site.p, " (tensor id ", site.tensor_id,
-             ") is outside [0, 1)");
-}
-
-}  // namespace
 
 void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
                             const AttentionLayout& layout, int heads, int head_dim,
                             const DropoutSite& site) {
-  check_attention("attention_fwd", layout, heads, head_dim, site);
+  check_attention_args("attention_fwd", layout, heads, head_dim, site);
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
     return;
@@ -92,7 +75,7 @@ void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const fl
 void CudaOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
                             const AttentionLayout& layout, int heads, int head_dim,
                             const DropoutSite& site) {
-  check_attention("attention_bwd", layout, heads, head_dim, site);
+  check_attention_args("attention_bwd", layout, heads, head_dim, site);
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
     return;

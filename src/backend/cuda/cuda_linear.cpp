@@ -100,7 +100,7 @@ void CudaOps::linear_fwd(float* out, float* pre_act, const float* in, const floa
 }
 
 void CudaOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "activation_fwd: bad element count ", n);
+  check_element_count("activation_fwd", n);
   kernels::activation_fwd(out, pre, n, act, stream_);
 }
 

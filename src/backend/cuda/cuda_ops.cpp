@@ -1,26 +1,15 @@
 // CudaOps construction, the factories, memory transfers and the ops that are a single kernel
 // family each (embeddings, rows, layernorm, dropout, loss, optimizer). Dense layers live in
-// cuda_linear.cpp and attention in cuda_attention.cpp. Argument checks mirror the CPU's.
+// cuda_linear.cpp and attention in cuda_attention.cpp. Argument checks are the shared ones
+// of backend/op_checks.h.
 #include "backend/cuda/cuda_ops.h"
 
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/op_checks.h"
 
 namespace bert {
-namespace {
-
-void check_rows_shape(const char* op, int64_t n, int H) {
-  BERT_CHECK(n >= 0 && H > 0, Code::invalid_argument, op, ": bad shape rows=", n, " H=", H);
-}
-
-void check_dropout(const DropoutSite& site, const char* op) {
-  BERT_CHECK(site.p >= 0.0f && site.p < 1.0f, Code::invalid_argument, op,
-             ": dropout probability ", site.p, " (tensor id ", site.tensor_id,
-             ") is outside [0, 1)");
-}
-
-}  // namespace
 
 GemmPrecision parse_gemm_precision(const std::string& precision) {
   if (precision == "fp32") return GemmPrecision::fp32;
@@ -192,14 +181,14 @@ void CudaOps::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float
 
 void CudaOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
                                    const DropoutSite& site) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_residual_fwd: bad element count ", n);
-  check_dropout(site, "dropout_residual_fwd");
+  check_element_count("dropout_residual_fwd", n);
+  check_dropout_site("dropout_residual_fwd", site);
   kernels::dropout_residual_fwd(out, in, residual, n, site, 1.0f / (1.0f - site.p), 0, stream_);
 }
 
 void CudaOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "dropout_bwd: bad element count ", n);
-  check_dropout(site, "dropout_bwd");
+  check_element_count("dropout_bwd", n);
+  check_dropout_site("dropout_bwd", site);
   kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
 }
 
@@ -290,7 +279,7 @@ void CudaOps::apply_update(float* param, const float* update,
 }
 
 void CudaOps::scale(float* x, float a, int64_t n) {
-  BERT_CHECK(n >= 0, Code::invalid_argument, "scale: bad element count ", n);
+  check_element_count("scale", n);
   kernels::scale(x, a, n, stream_);
 }
 
