@@ -139,16 +139,10 @@ class MpiCommunicator : public Communicator {
       }
     }
     start("allreduce_sum (bucket)", [&] {
-      for (int64_t done = 0; done < n;) {
-        const int count = static_cast<int>(std::min<int64_t>(n - done, kMaxCount));
-        pending_reqs_.emplace_back();
-        if (wire == WirePrecision::fp32) {
-          BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT, MPI_SUM, comm_, &pending_reqs_.back()));
-        } else {
-          BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, p->words.data() + done, count, MPI_UINT16_T, wire_sum_op(wire),
-                                        comm_, &pending_reqs_.back()));
-        }
-        done += count;
+      if (wire == WirePrecision::fp32) {
+        post_iallreduce(data, n, MPI_FLOAT, MPI_SUM, pending_reqs_);
+      } else {
+        post_iallreduce(p->words.data(), n, MPI_UINT16_T, wire_sum_op(wire), pending_reqs_);
       }
     });
     pending_elems_ += n;
@@ -226,15 +220,20 @@ class MpiCommunicator : public Communicator {
 
   void reduce(const char* what, float* data, int64_t n, ReduceOp op) {
     std::vector<MPI_Request> reqs;
-    start(what, [&] {
-      for (int64_t done = 0; done < n;) {
-        const int count = static_cast<int>(std::min<int64_t>(n - done, kMaxCount));
-        reqs.emplace_back();
-        BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT, mpi_op(op), comm_, &reqs.back()));
-        done += count;
-      }
-    });
+    start(what, [&] { post_iallreduce(data, n, MPI_FLOAT, mpi_op(op), reqs); });
     wait(what, n, reqs);
+  }
+
+  // In-place MPI_Iallreduce of n elements of T, in chunks of at most kMaxCount; appends the
+  // requests to reqs.
+  template <typename T>
+  void post_iallreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op, std::vector<MPI_Request>& reqs) {
+    for (int64_t done = 0; done < n;) {
+      const int count = static_cast<int>(std::min<int64_t>(n - done, kMaxCount));
+      reqs.emplace_back();
+      BERT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, type, op, comm_, &reqs.back()));
+      done += count;
+    }
   }
 
   template <typename F>

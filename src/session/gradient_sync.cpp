@@ -25,20 +25,16 @@ void GradientSync::grads_ready(int64_t offset) {
 void GradientSync::start(int64_t offset) {
   comm_.start_allreduce_sum(grads_ + offset, started_from_ - offset, wire_, stream_);
   started_from_ = offset;
-  ++buckets_;
 }
 
 void GradientSync::finish() {
   if (started_from_ > 0) start(0);
-  last_buckets_ = buckets_;
-  buckets_ = 0;
   started_from_ = n_;
   comm_.finish_allreduce_sums();
 }
 
 void GradientSync::drain() noexcept {
   const bool started = started_from_ < n_;
-  buckets_ = 0;
   started_from_ = n_;
   if (!started) return;
   try {

@@ -26,8 +26,6 @@ class GradientSync {
   // After a failed backward: waits for the buckets already started (their peers started them
   // too) and forgets the rest, so the next step starts clean. Never throws.
   void drain() noexcept;
-  // Buckets started for the last finished step (for logs and tests).
-  int last_buckets() const { return last_buckets_; }
 
  private:
   void start(int64_t offset);
@@ -39,7 +37,6 @@ class GradientSync {
   WirePrecision wire_;
   void* stream_;
   int64_t started_from_;  // gradients at offset >= this are on their way
-  int buckets_ = 0, last_buckets_ = 0;
 };
 
 }  // namespace bert
