@@ -72,6 +72,8 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(m.find("bert-huge"), std::string::npos) << m;
   m = create_error(R"({"train": {"optimizer": "sgd"}})");
   EXPECT_NE(m.find("'train.optimizer'"), std::string::npos) << m;
+  m = create_error(R"({"model": "bert-tiny", "train": {"fused_attention": true}})");
+  EXPECT_NE(m.find("'train.fused_attention' = true needs device \"cuda\""), std::string::npos) << m;
 }
 
 TEST(Config, NullArguments) {
