@@ -1,0 +1,204 @@
+// The scheduler behind cuda_emu.h: each block's threads are ucontext fibers run round-robin until
+// every one of them waits at a barrier or has exited; then the barriers whose participants have
+// all arrived are released. Plus the few CUDA runtime calls the kernel launchers make.
+#include "cuda_emu.h"
+
+#include <ucontext.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cuda_emu {
+
+ThreadCoords g_coords;
+
+namespace {
+
+constexpr size_t kStackBytes = 128 * 1024;
+constexpr size_t kSlotBytes = 16;  // largest value one shuffle moves
+
+enum class Wait { none, block, warp, done };
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  uint3 thread_idx;
+  Wait wait = Wait::none;
+  int shuffles = 0;  // shuffles started, to catch lanes that pair different shuffles
+};
+
+struct BlockRun {
+  std::vector<Fiber> fibers;
+  ucontext_t scheduler;
+  const std::function<void()>* body = nullptr;
+  int current = 0;
+  // Two generations of shuffle slots: shuffle k writes slots[k % 2], so a lane may start the
+  // next shuffle while others still read the previous one.
+  std::array<std::vector<std::array<unsigned char, kSlotBytes>>, 2> slots;
+  std::string error;
+};
+
+BlockRun* g_run = nullptr;
+
+Fiber& current_fiber() { return g_run->fibers[g_run->current]; }
+
+void wait_at(Wait wait) {
+  Fiber& fiber = current_fiber();
+  fiber.wait = wait;
+  swapcontext(&fiber.context, &g_run->scheduler);
+}
+
+// Stops the block: the scheduler throws once control is back on the caller's stack.
+[[noreturn]] void fail_in_fiber(std::string message) {
+  g_run->error = std::move(message);
+  wait_at(Wait::done);
+  std::abort();  // never resumed
+}
+
+void fiber_main() {
+  (*g_run->body)();
+  current_fiber().wait = Wait::done;  // uc_link returns to the scheduler
+}
+
+std::string coords(uint3 c) {
+  char text[64];
+  std::snprintf(text, sizeof text, "(%u,%u,%u)", c.x, c.y, c.z);
+  return text;
+}
+
+// Releases every complete barrier; returns whether any was released.
+bool release_barriers(BlockRun& run, std::string& problem) {
+  const int n = static_cast<int>(run.fibers.size());
+  int alive = 0, at_block = 0;
+  for (const Fiber& f : run.fibers) {
+    alive += f.wait != Wait::done;
+    at_block += f.wait == Wait::block;
+  }
+  if (alive > 0 && at_block == alive) {
+    for (Fiber& f : run.fibers) f.wait = Wait::none;
+    return true;
+  }
+  bool released = false;
+  for (int first = 0; first < n; first += 32) {
+    const int last = std::min(n, first + 32);
+    int warp_alive = 0, at_warp = 0, shuffles = -1;
+    for (int i = first; i < last; ++i) {
+      const Fiber& f = run.fibers[i];
+      warp_alive += f.wait != Wait::done;
+      if (f.wait != Wait::warp) continue;
+      ++at_warp;
+      if (shuffles >= 0 && f.shuffles != shuffles)
+        problem = "lanes of warp " + std::to_string(first / 32) + " are at different shuffles";
+      shuffles = f.shuffles;
+    }
+    if (at_warp > 0 && at_warp == warp_alive && problem.empty()) {
+      for (int i = first; i < last; ++i)
+        if (run.fibers[i].wait == Wait::warp) run.fibers[i].wait = Wait::none;
+      released = true;
+    } else if (at_warp > 0 && problem.empty()) {
+      problem = "warp " + std::to_string(first / 32) + ": " + std::to_string(at_warp) + " of " +
+                std::to_string(warp_alive) + " live lanes wait at a shuffle, the rest at " +
+                "__syncthreads";
+    }
+  }
+  return released;
+}
+
+void run_block(BlockRun& run) {
+  for (size_t i = 0; i < run.fibers.size(); ++i) {
+    Fiber& f = run.fibers[i];
+    f.wait = Wait::none;
+    f.shuffles = 0;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &run.scheduler;
+    makecontext(&f.context, fiber_main, 0);
+  }
+  for (;;) {
+    for (size_t i = 0; i < run.fibers.size(); ++i) {
+      Fiber& f = run.fibers[i];
+      if (f.wait != Wait::none) continue;
+      run.current = static_cast<int>(i);
+      g_coords.thread_idx = f.thread_idx;
+      swapcontext(&run.scheduler, &f.context);
+      if (!run.error.empty()) return;
+    }
+    bool all_done = true;
+    for (const Fiber& f : run.fibers) all_done &= f.wait == Wait::done;
+    if (all_done) return;
+    std::string problem;
+    if (!release_barriers(run, problem)) {
+      run.error = "deadlock: " + (problem.empty() ? std::string("no barrier can complete") : problem);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void sync_block() { wait_at(Wait::block); }
+
+void shuffle_xor(const void* value, void* out, size_t bytes, int lane_mask, int width) {
+  if (bytes > kSlotBytes || width != 32)
+    fail_in_fiber("shuffle of " + std::to_string(bytes) + " bytes, width " +
+                  std::to_string(width) + " is not emulated");
+  BlockRun& run = *g_run;
+  Fiber& fiber = current_fiber();
+  const int me = run.current;
+  auto& slots = run.slots[fiber.shuffles % 2];
+  std::memcpy(slots[me].data(), value, bytes);
+  ++fiber.shuffles;
+  wait_at(Wait::warp);
+  const int source = (me & ~31) | ((me & 31) ^ lane_mask);
+  // The source lane took part if it wrote this shuffle's slot (it may have exited since).
+  if (source >= static_cast<int>(run.fibers.size()) ||
+      run.fibers[source].shuffles < fiber.shuffles)
+    fail_in_fiber("thread " + coords(fiber.thread_idx) + " shuffles from lane " + std::to_string(source & 31) +
+                  ", which has exited or does not exist");
+  std::memcpy(out, slots[source].data(), bytes);
+}
+
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  if (threads < 1 || threads > 1024)
+    throw std::runtime_error("launch with " + std::to_string(threads) + " threads per block");
+  if (grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535)
+    throw std::runtime_error("launch with an invalid grid");
+  BlockRun run;
+  run.body = &body;
+  run.fibers.resize(threads);
+  for (auto& generation : run.slots) generation.resize(threads);
+  for (int t = 0; t < threads; ++t) {
+    Fiber& f = run.fibers[t];
+    f.stack = std::make_unique<char[]>(kStackBytes);
+    f.thread_idx = make_uint3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+  }
+  BlockRun* outer = g_run;
+  g_run = &run;
+  g_coords.block_dim = block;
+  g_coords.grid_dim = grid;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        g_coords.block_idx = make_uint3(x, y, z);
+        run_block(run);
+        if (!run.error.empty()) {
+          g_run = outer;
+          throw std::runtime_error("block " + coords(g_coords.block_idx) + ": " + run.error);
+        }
+      }
+  g_run = outer;
+}
+
+}  // namespace cuda_emu
+
+// The runtime calls the launchers make: launches either ran or threw, so there is no error.
+extern "C" cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+extern "C" const char* cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "emulated CUDA error";
+}
