@@ -204,17 +204,29 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, P
                           g.aux != nullptr ? alignment_of(g.aux) : uint32_t{256});
 }
 
-const void* LtGemm::lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch) {
+const void* LtGemm::lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch,
+                                 bool cast) {
   if (const void* mirrored = weights_->find(x, span)) return mirrored;
   void* copy = scratch.get(static_cast<size_t>(span) * 2);
-  kernels::cast_to_lowp(copy, x, span, 1.0f, lowp_kind(precision_), stream_);
+  if (cast) kernels::cast_to_lowp(copy, x, span, 1.0f, lowp_kind(precision_), stream_);
   return copy;
 }
 
+std::pair<const void*, const void*> LtGemm::lt_operands(const GemmArgs& g, bool cast) {
+  if (!low_precision()) return {g.B, g.A};
+  const int64_t span_b = g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
+                                   : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch);
+  const int64_t span_a = g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
+                                   : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch);
+  return {lowp_operand(g.B, span_b, b_lowp_, cast), lowp_operand(g.A, span_a, a_lowp_, cast)};
+}
+
+// Probes with the pointers run() will use, so both look up the same algorithm.
 bool LtGemm::supported(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return true;
+  const auto [a_lt, b_lt] = lt_operands(g, false);
   Plan plan;
-  build_plan(g, g.B, g.A, plan);
+  build_plan(g, a_lt, b_lt, plan);
   return algorithm(g, plan).found;
 }
 
@@ -224,16 +236,7 @@ void LtGemm::run(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   BERT_CHECK(g.k > 0, Code::invalid_argument, "gemm: k=0 is not supported (m=", g.m, " n=", g.n,
              ")");
-  const void* a_lt = g.B;  // cuBLASLt's A
-  const void* b_lt = g.A;  // cuBLASLt's B
-  if (low_precision()) {
-    const int64_t span_b = g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
-                                     : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch);
-    const int64_t span_a = g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
-                                     : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch);
-    a_lt = lowp_operand(g.B, span_b, b_lowp_);
-    b_lt = lowp_operand(g.A, span_a, a_lowp_);
-  }
+  const auto [a_lt, b_lt] = lt_operands(g, true);
   Plan plan;
   build_plan(g, a_lt, b_lt, plan);
   const CachedAlgo& algo = algorithm(g, plan);

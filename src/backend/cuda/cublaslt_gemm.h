@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_memory.h"
@@ -71,8 +72,11 @@ class LtGemm {
   };
 
   bool low_precision() const;
-  // The 16-bit version of operand x (span elements): the weight mirror's, or a fresh cast.
-  const void* lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch);
+  // The 16-bit version of operand x (span elements): the weight mirror's, else a copy in
+  // scratch, cast only when `cast` (supported() needs the pointer's alignment, not the data).
+  const void* lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch, bool cast);
+  // cuBLASLt's A and B (our B and A): the fp32 inputs, or their 16-bit versions in bf16/fp16.
+  std::pair<const void*, const void*> lt_operands(const GemmArgs& args, bool cast);
   // Fills plan's descriptors; a_lt/b_lt are cuBLASLt's A and B (our B and A, or 16-bit copies).
   void build_plan(const GemmArgs& args, const void* a_lt, const void* b_lt, Plan& plan) const;
   Key key_of(const GemmArgs& args, const Plan& plan) const;
