@@ -1,6 +1,6 @@
 // The scheduler behind cuda_emu.h: each block's threads are ucontext fibers run round-robin until
 // every one of them waits at a barrier or has exited; then the barriers whose participants have
-// all arrived are released. Plus the few CUDA runtime calls the kernel launchers make.
+// all arrived are released.
 #include "cuda_emu.h"
 
 #include <ucontext.h>
@@ -196,9 +196,3 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
 }
 
 }  // namespace cuda_emu
-
-// The runtime calls the launchers make: launches either ran or threw, so there is no error.
-extern "C" cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-extern "C" const char* cudaGetErrorString(cudaError_t error) {
-  return error == cudaSuccess ? "no error" : "emulated CUDA error";
-}
