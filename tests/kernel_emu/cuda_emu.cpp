@@ -25,7 +25,7 @@ enum class Wait { none, block, warp, done };
 
 struct Fiber {
   ucontext_t context;
-  std::unique_ptr<char[]> stack;
+  char* stack = nullptr;
   uint3 thread_idx;
   Wait wait = Wait::none;
   int shuffles = 0;  // shuffles started, to catch lanes that pair different shuffles
@@ -43,6 +43,15 @@ struct BlockRun {
 };
 
 BlockRun* g_run = nullptr;
+
+// Fiber stacks, kept from launch to launch (allocating and faulting in up to 1024 of them per
+// launch was most of the emulation's time). Not zeroed: a stack needs no initial contents.
+char* fiber_stack(int thread) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while (static_cast<int>(stacks.size()) <= thread)
+    stacks.emplace_back(new char[kStackBytes]);
+  return stacks[thread].get();
+}
 
 Fiber& current_fiber() { return g_run->fibers[g_run->current]; }
 
@@ -114,7 +123,7 @@ void run_block(BlockRun& run) {
     f.wait = Wait::none;
     f.shuffles = 0;
     getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_sp = f.stack;
     f.context.uc_stack.ss_size = kStackBytes;
     f.context.uc_link = &run.scheduler;
     makecontext(&f.context, fiber_main, 0);
@@ -175,11 +184,10 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
   for (auto& generation : run.slots) generation.resize(threads);
   for (int t = 0; t < threads; ++t) {
     Fiber& f = run.fibers[t];
-    f.stack = std::make_unique<char[]>(kStackBytes);
+    f.stack = fiber_stack(t);
     f.thread_idx = make_uint3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
   }
-  BlockRun* outer = g_run;
-  g_run = &run;
+  g_run = &run;  // launches never nest: kernels/ launches only from the host
   g_coords.block_dim = block;
   g_coords.grid_dim = grid;
   for (unsigned z = 0; z < grid.z; ++z)
@@ -188,11 +196,11 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
         g_coords.block_idx = make_uint3(x, y, z);
         run_block(run);
         if (!run.error.empty()) {
-          g_run = outer;
+          g_run = nullptr;
           throw std::runtime_error("block " + coords(g_coords.block_idx) + ": " + run.error);
         }
       }
-  g_run = outer;
+  g_run = nullptr;
 }
 
 }  // namespace cuda_emu
