@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "session_helpers.h"
+
 namespace {
 
 std::string config(const std::string& train_extra, int micro_batch = 4, int predictions = 5) {
@@ -23,23 +25,10 @@ std::string config(const std::string& train_extra, int micro_batch = 4, int pred
          std::to_string(predictions) + "}}";
 }
 
-bert_session* create(const std::string& cfg) {
-  bert_session* s = nullptr;
-  EXPECT_EQ(bert_session_create(cfg.c_str(), nullptr, &s), BERT_OK) << bert_last_error();
-  return s;
-}
-
 std::vector<float> weights(bert_session* s, const char* name = "bert.encoder.layer.0.attention.self.query.weight") {
   std::vector<float> w(32 * 32);
   EXPECT_EQ(bert_param_read(s, name, w.data(), w.size()), BERT_OK) << bert_last_error();
   return w;
-}
-
-bert_step_result step(bert_session* s) {
-  bert_step_result r;
-  bert_step_result_init(&r);
-  EXPECT_EQ(bert_step(s, nullptr, &r), BERT_OK) << bert_last_error();
-  return r;
 }
 
 // One sequence with one masked token: the decoder-row gradient is about -(LayerNorm output),

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
+#include "gpu_random.h"
 #include "core/error.h"
 
 namespace bert {
@@ -32,13 +33,7 @@ constexpr Tolerance kGemmTf32{2e-2, 2e-2};
 constexpr Tolerance kGemmBf16{3e-2, 1.5e-1};
 constexpr Tolerance kGemmFp16{4e-3, 2e-2};
 
-std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::randn;
 
 std::vector<int32_t> randint(size_t n, int32_t hi, uint32_t seed) {
   std::mt19937 rng(seed);

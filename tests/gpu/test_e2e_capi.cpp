@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../capi/session_helpers.h"
+
 namespace {
 
 // `steps` is the learning-rate schedule's length.
@@ -25,19 +27,6 @@ std::string config(const std::string& device, const std::string& train_extra, in
                 "dropout": false)" +
          train_extra + R"(},
       "data": {"max_seq_length": 64, "max_predictions_per_seq": 10}})";
-}
-
-bert_session* create(const std::string& cfg) {
-  bert_session* s = nullptr;
-  EXPECT_EQ(bert_session_create(cfg.c_str(), nullptr, &s), BERT_OK) << bert_last_error();
-  return s;
-}
-
-bert_step_result step(bert_session* s) {
-  bert_step_result r;
-  bert_step_result_init(&r);
-  EXPECT_EQ(bert_step(s, nullptr, &r), BERT_OK) << bert_last_error();
-  return r;
 }
 
 std::vector<float> losses(const std::string& device, const std::string& train_extra, int steps) {

@@ -14,12 +14,12 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/ops.h"
+#include "gpu_random.h"
 #include "core/error.h"
 
 namespace bert {
@@ -27,13 +27,7 @@ namespace {
 
 constexpr int kHeads = 2, kHeadDim = 64, kH = kHeads * kHeadDim;
 
-std::vector<float> randn(size_t n, uint32_t seed, float stddev) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::randn;
 
 // A host vector's copy in one backend's memory.
 struct Buffer {

@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
+#include "gpu_random.h"
 
 namespace bert {
 namespace {
@@ -24,13 +24,7 @@ constexpr int64_t kParams = kWeightAt + N * K + 500;
 // few KiB at construction), so the mirror raises the peak by at least its size less this.
 constexpr size_t kTransientSlack = 64 << 10;
 
-std::vector<float> randn(size_t n, uint32_t seed, float stddev) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::randn;
 
 // out [M, N] = in · W^T for W at kWeightAt of params, on `ops`.
 std::vector<float> gemm(Ops& ops, const float* params, const float* in, float* out) {
