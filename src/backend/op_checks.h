@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -19,6 +20,14 @@ inline void check_element_count(const char* op, int64_t n) {
 
 inline void check_rows_shape(const char* op, int64_t n, int H) {
   BERT_CHECK(n >= 0 && H > 0, Code::invalid_argument, op, ": bad shape rows=", n, " H=", H);
+}
+
+// Parameter segments of the optimizer ops: offsets and sizes not negative.
+inline void check_segments(const char* op, const std::vector<ParamSegment>& segs) {
+  for (size_t s = 0; s < segs.size(); ++s) {
+    BERT_CHECK(segs[s].offset >= 0 && segs[s].size >= 0, Code::invalid_argument, op,
+               ": segment ", s, " has offset ", segs[s].offset, " and size ", segs[s].size);
+  }
 }
 
 // Rejects probabilities outside [0, 1).

@@ -509,5 +509,19 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
   expect_close(grad, kExact, "scale");
 }
 
+TEST_F(CudaVsCpu, NegativeSegmentIsRejectedLikeOnTheCpu) {
+  Twin<float> x(*cpu, *gpu, randn(8, 31));
+  double sum = 0.0;
+  try {
+    gpu->segment_sumsq(&sum, x.g, {{0, 4, 0.0f}, {4, -2, 0.0f}});
+    FAIL() << "negative size accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("segment_sumsq: segment 1 has offset 4 and size -2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace bert

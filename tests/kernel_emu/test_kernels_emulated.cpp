@@ -153,29 +153,15 @@ TEST_F(EmulatedKernels, ColumnSumIsTheCpuBiasGradient) {
   expect_close(db, e_db, 2e-6, 1e-6, "column_sum_add");
 }
 
-// A SegmentTable over host memory, as CudaOps::upload_segments lays it out.
+// A SegmentTable over host memory ("device" memory here), built as CudaOps::upload_segments does.
 struct HostSegments {
-  std::vector<int64_t> chunk_start, offset, size;
+  std::vector<int64_t> words;
   std::vector<float> value;
   kernels::SegmentTable table(const std::vector<ParamSegment>& segs, std::vector<float> values) {
-    chunk_start.assign(1, 0);
-    offset.clear();
-    size.clear();
-    for (const ParamSegment& s : segs) {
-      offset.push_back(s.offset);
-      size.push_back(s.size);
-      chunk_start.push_back(chunk_start.back() +
-                            (s.size + kernels::kSegmentChunk - 1) / kernels::kSegmentChunk);
-    }
+    const int64_t chunks = kernels::fill_segment_words("optimizer", segs, words);
     value = std::move(values);
-    kernels::SegmentTable t;
-    t.chunk_start = chunk_start.data();
-    t.offset = offset.data();
-    t.size = size.data();
-    t.value = value.data();
-    t.segments = static_cast<int>(segs.size());
-    t.chunks = chunk_start.back();
-    return t;
+    return kernels::segment_table_at(words.data(), value.data(), static_cast<int>(segs.size()),
+                                     chunks);
   }
 };
 

@@ -41,6 +41,11 @@ TEST(OpChecks, MessagesNameTheOpAndTheValue) {
   expect_rejected([&] { ops->attention_bwd(f, f, f, f, layout, 0, 4, DropoutSite{}); }, "attention_bwd: bad heads=0");
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, certain); },
                   "attention_fwd: dropout probability 1");
+  double sum = 0.0;
+  expect_rejected([&] { ops->segment_sumsq(&sum, f, {{0, -3, 0.0f}}); },
+                  "segment_sumsq: segment 0 has offset 0 and size -3");
+  expect_rejected([&] { ops->adam_direction(f, f, f, f, f, {{0, 4, 0.0f}, {-1, 2, 0.0f}}, AdamStepArgs{}); },
+                  "adam_direction: segment 1 has offset -1 and size 2");
   layout.seq_start = {2, 4};
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, DropoutSite{}); },
                   "attention_fwd: layout needs seq_start = {0, ...}");

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
@@ -12,13 +13,6 @@ namespace {
 
 constexpr int64_t kSumsqChunk = 8192;
 constexpr int kLanes = 8;
-
-void check_segments(const char* op, const std::vector<ParamSegment>& segs) {
-  for (size_t s = 0; s < segs.size(); ++s) {
-    BERT_CHECK(segs[s].offset >= 0 && segs[s].size >= 0, Code::invalid_argument, op,
-               ": segment ", s, " has offset ", segs[s].offset, " and size ", segs[s].size);
-  }
-}
 
 // Σ x[i]^2 over [begin, end) in double, with kLanes interleaved partial sums added in a fixed tree.
 double sumsq_chunk(const float* x, int64_t begin, int64_t end) {

@@ -209,22 +209,11 @@ void CudaOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, cons
 
 // ---- optimizer --------------------------------------------------------------------------
 
-kernels::SegmentTable CudaOps::upload_segments(const std::vector<ParamSegment>& segs,
+kernels::SegmentTable CudaOps::upload_segments(const char* op,
+                                               const std::vector<ParamSegment>& segs,
                                                const std::vector<float>& values) {
   const size_t S = segs.size();
-  host_table_.assign(3 * S + 1, 0);
-  int64_t* chunk_start = host_table_.data();  // [S + 1]
-  int64_t* offset = chunk_start + S + 1;      // [S]
-  int64_t* size = offset + S;                 // [S]
-  for (size_t s = 0; s < S; ++s) {
-    BERT_CHECK(segs[s].offset >= 0 && segs[s].size >= 0, Code::invalid_argument,
-               "parameter segment ", s, " has offset ", segs[s].offset, " and size ",
-               segs[s].size);
-    offset[s] = segs[s].offset;
-    size[s] = segs[s].size;
-    chunk_start[s + 1] =
-        chunk_start[s] + (segs[s].size + kernels::kSegmentChunk - 1) / kernels::kSegmentChunk;
-  }
+  const int64_t chunks = kernels::fill_segment_words(op, segs, host_table_);
   const size_t table_bytes = host_table_.size() * sizeof(int64_t);
   const size_t value_bytes = std::max<size_t>(S, 1) * sizeof(float);
   char* device = static_cast<char*>(table_->get(table_bytes + value_bytes));
@@ -235,22 +224,16 @@ kernels::SegmentTable CudaOps::upload_segments(const std::vector<ParamSegment>& 
   if (S > 0)
     CUDA_CHECK(cudaMemcpyAsync(device + table_bytes, values.data(), S * sizeof(float),
                                cudaMemcpyHostToDevice, stream_));
-  kernels::SegmentTable table;
-  const auto* d_table = reinterpret_cast<const int64_t*>(device);
-  table.chunk_start = d_table;
-  table.offset = d_table + S + 1;
-  table.size = d_table + 2 * S + 1;
-  table.value = reinterpret_cast<const float*>(device + table_bytes);
-  table.segments = static_cast<int>(S);
-  table.chunks = chunk_start[S];
-  return table;
+  return kernels::segment_table_at(reinterpret_cast<const int64_t*>(device),
+                                   reinterpret_cast<const float*>(device + table_bytes),
+                                   static_cast<int>(S), chunks);
 }
 
 void CudaOps::segment_sumsq(double* host_out, const float* x,
                             const std::vector<ParamSegment>& segs) {
   if (segs.empty()) return;
   host_values_.assign(segs.size(), 0.0f);
-  const kernels::SegmentTable table = upload_segments(segs, host_values_);
+  const kernels::SegmentTable table = upload_segments("segment_sumsq", segs, host_values_);
   double* partials =
       partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(table.chunks, 1)));
   double* sums = sums_->get_as<double>(segs.size());
@@ -264,7 +247,7 @@ void CudaOps::adam_direction(float* update, float* m, float* v, const float* gra
   if (segs.empty()) return;
   host_values_.resize(segs.size());
   for (size_t s = 0; s < segs.size(); ++s) host_values_[s] = segs[s].weight_decay;
-  const kernels::SegmentTable table = upload_segments(segs, host_values_);
+  const kernels::SegmentTable table = upload_segments("adam_direction", segs, host_values_);
   kernels::adam_direction(update, m, v, grad, param, table, args, stream_);
 }
 
@@ -274,7 +257,7 @@ void CudaOps::apply_update(float* param, const float* update,
   BERT_CHECK(host_scale.size() == segs.size(), Code::invalid_argument, "apply_update: ",
              host_scale.size(), " scales for ", segs.size(), " segments");
   if (segs.empty()) return;
-  const kernels::SegmentTable table = upload_segments(segs, host_scale);
+  const kernels::SegmentTable table = upload_segments("apply_update", segs, host_scale);
   kernels::apply_update(param, update, table, stream_);
 }
 

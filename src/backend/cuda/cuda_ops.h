@@ -106,8 +106,9 @@ class CudaOps final : public Ops {
  private:
   // Runs cuBLASLt's GELU_AUX_BIAS epilogue on known inputs and measures it against both forms.
   GeluProbe probe_gelu_epilogue();
-  // Uploads the chunk table of `segs` with per-segment values (weight decay or scale).
-  kernels::SegmentTable upload_segments(const std::vector<ParamSegment>& segs,
+  // Uploads the chunk table of op `op`'s `segs` (checked) with per-segment values (weight
+  // decay or scale).
+  kernels::SegmentTable upload_segments(const char* op, const std::vector<ParamSegment>& segs,
                                         const std::vector<float>& values);
 
   int device_;

@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "backend/op_checks.h"
 #include "backend/ops.h"
 
 namespace bert::kernels {
@@ -73,6 +75,36 @@ struct SegmentTable {
   int64_t chunks = 0;
 };
 constexpr int64_t kSegmentChunk = 16384;  // elements per chunk of a segment
+
+// A SegmentTable's index in one array of 3·S + 1 words: chunk_start [S + 1] | offset [S] |
+// size [S] (filled on the host, then copied to the device), for op `op`'s segments (checked).
+// Returns the number of chunks.
+inline int64_t fill_segment_words(const char* op, const std::vector<ParamSegment>& segs,
+                                  std::vector<int64_t>& words) {
+  check_segments(op, segs);
+  const size_t S = segs.size();
+  words.assign(3 * S + 1, 0);
+  int64_t* chunk_start = words.data();
+  for (size_t s = 0; s < S; ++s) {
+    words[S + 1 + s] = segs[s].offset;
+    words[2 * S + 1 + s] = segs[s].size;
+    chunk_start[s + 1] = chunk_start[s] + (segs[s].size + kSegmentChunk - 1) / kSegmentChunk;
+  }
+  return chunk_start[S];
+}
+
+// The table over a copy of fill_segment_words' array (`words`) and per-segment `values`.
+inline SegmentTable segment_table_at(const int64_t* words, const float* values, int segments,
+                                     int64_t chunks) {
+  SegmentTable table;
+  table.chunk_start = words;
+  table.offset = words + segments + 1;
+  table.size = words + 2 * segments + 1;
+  table.value = values;
+  table.segments = segments;
+  table.chunks = chunks;
+  return table;
+}
 
 // out[s] = Σ x^2 over segment s: per-chunk partials [chunks] in double, then each segment's
 // partials summed in chunk order (deterministic; no atomics).
