@@ -94,12 +94,13 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
 
 }  // namespace
 
-Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm)
+Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend)
     : config_(config), comm_(std::move(comm)), scaler_(config.train.loss_scale) {
   if (config_.train.threads <= 0) config_.train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config_json_ = config_.to_json().dump();
   check_same_config(*comm_, config_.to_json());
   ops_ = make_backend(config_, comm_->local_rank());
+  if (wrap_backend) ops_ = wrap_backend(std::move(ops_));
   ModelLimits limits;
   limits.max_batch = config_.train.micro_batch;
   limits.max_seq_length = config_.data.max_seq_length;
