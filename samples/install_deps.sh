@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ ccache
-  libeigen3-dev libhdf5-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev
+  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
   python3 python3-dev python3-numpy python3-h5py python3-pytest python3-torch libopenblas0-pthread
   pybind11-dev python3-mesonpy python3-pip swig golang-go
