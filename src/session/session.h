@@ -80,6 +80,8 @@ class Session {
   void clear_abort() { abort_.store(false); }
 
  private:
+  // Refuses (or warns about) a checkpoint whose config makes its state mean something else here.
+  void check_resumable(const std::string& path, const nlohmann::json& saved_config) const;
   const ParamEntry& entry(const std::string& name, size_t count) const;
   ModelInputs inputs(const BatchView& batch) const;
   // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.
