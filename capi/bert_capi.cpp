@@ -88,16 +88,28 @@ void fill_result(const bert::StepStats& s, bert_step_result* r) {
   r->tokens_per_second = s.seconds > 0 ? s.tokens / s.seconds : 0.0;
 }
 
+// The integer a host passed for an enum parameter or field. C hosts may pass any int, and
+// loading a value outside the enumerators as the C++ enum type is undefined behaviour, so the
+// bytes are read as an int and checked before any use as the enum.
+template <typename Enum>
+int raw_value(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // The distributed setup of a new session: the host's bert_dist, else the launcher's environment.
 bert::LaunchPlan launch_plan(const bert_dist* dist, const bert::SessionConfig& config) {
   bert::DistRequest request;
   request.timeout_s = config.dist.timeout_s;
   request.gpu = config.device != "cpu";
   if (dist) {
-    if (dist->backend < BERT_DIST_AUTO || dist->backend > BERT_DIST_NCCL) {
-      bert::fail(bert::Code::invalid_argument, "bert_dist.backend = ", static_cast<int>(dist->backend), " is not a bert_dist_backend");
+    const int backend = raw_value(dist->backend);
+    if (backend < BERT_DIST_AUTO || backend > BERT_DIST_NCCL) {
+      bert::fail(bert::Code::invalid_argument, "bert_dist.backend = ", backend, " is not a bert_dist_backend");
     }
-    request.backend = static_cast<bert::DistBackend>(dist->backend);
+    request.backend = static_cast<bert::DistBackend>(backend);
     request.rank = dist->rank;
     request.world_size = dist->world_size;
     request.local_rank = dist->local_rank;
@@ -123,7 +135,7 @@ int bert_api_version(void) { return BERT_API_VERSION; }
 const char* bert_last_error(void) { return last_error.c_str(); }
 
 const char* bert_status_string(bert_status status) {
-  switch (status) {
+  switch (raw_value(status)) {
     case BERT_OK: return "BERT_OK";
     case BERT_ERR_INVALID_ARGUMENT: return "BERT_ERR_INVALID_ARGUMENT";
     case BERT_ERR_CONFIG: return "BERT_ERR_CONFIG";
@@ -274,11 +286,7 @@ bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_
 bert_status bert_allreduce_host(bert_session* session, float* data, size_t count, bert_reduce_op op) {
   return guard([&] {
     bert::Session& s = session_of(session);
-    // The host may pass any int: look at its bytes, since loading an out-of-range value as the
-    // enum type is undefined behaviour in C++.
-    int raw_op = 0;
-    static_assert(sizeof raw_op == sizeof op);
-    std::memcpy(&raw_op, &op, sizeof raw_op);
+    const int raw_op = raw_value(op);
     if (raw_op != BERT_REDUCE_SUM && raw_op != BERT_REDUCE_MEAN && raw_op != BERT_REDUCE_MAX) {
       bert::fail(bert::Code::invalid_argument, "unknown reduce op ", raw_op);
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs dependencies, builds (with the CUDA backend
-# when nvcc is present; its GPU tests skip without a GPU), and runs every suite.
+# when nvcc is present; its GPU tests skip without a GPU), runs every suite, then the unit, C ABI
+# and distributed suites again under AddressSanitizer + UBSan (BERT_SKIP_SANITIZERS=1 skips that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,14 +16,26 @@ fi
 ninja -C "$BUILD" -j"$(nproc)"
 status=0
 meson test -C "$BUILD" --print-errorlogs --num-processes 1 || status=$?
+logs=("$BUILD/meson-logs/testlog.json")
 
-# One closing line for CI readers: counts of meson tests by result.
-/usr/bin/python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
-import json, sys
+# The unit, C ABI and distributed suites again under AddressSanitizer + UBSan (a CPU-only build).
+if [ "${BERT_SKIP_SANITIZERS:-0}" != 1 ]; then
+  export BERT_ASAN_BUILD_DIR="${BERT_ASAN_BUILD_DIR:-build-asan}"
+  bash tests/sanitizers/run.sh || status=$?
+  logs+=("$BERT_ASAN_BUILD_DIR/meson-logs/testlog-leaks.json" "$BERT_ASAN_BUILD_DIR/meson-logs/testlog-dist.json")
+fi
+
+# One closing line for CI readers: counts of meson tests by result, over every stage.
+/usr/bin/python3 - "${logs[@]}" <<'PY'
+import json, os, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0}
-for line in open(sys.argv[1]):
-    result = json.loads(line)["result"]
-    counts[{"OK": "OK", "SKIP": "SKIP", "EXPECTEDFAIL": "OK"}.get(result, "FAIL")] += 1
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        counts["FAIL"] += 1  # a stage that did not get as far as running its tests
+        continue
+    for line in open(path):
+        result = json.loads(line)["result"]
+        counts[{"OK": "OK", "SKIP": "SKIP", "EXPECTEDFAIL": "OK"}.get(result, "FAIL")] += 1
 print(f"{counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
 PY
 exit $status
