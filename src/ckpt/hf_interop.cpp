@@ -98,10 +98,13 @@ void choose_activation(nlohmann::json& config, const ImportSource& src, const Im
   if (src.producer == "NVIDIA DLE") {
     config["hidden_act"] = "gelu_tanh";
     notices.push_back("hidden_act 'gelu_tanh': NVIDIA DLE's modeling.py computes its 'gelu' in the tanh form "
-                      "(bias_gelu); --hidden-act gelu selects the erf form instead");
+                      "(bias_gelu), so these weights are recorded with it; train them with model.hidden_act "
+                      "\"gelu_tanh\" (a session computing another form warns when it loads them), or import with "
+                      "--hidden-act gelu for the erf form");
   } else if (src.producer == "Google BERT (TensorFlow)") {
-    notices.push_back("hidden_act 'gelu' (erf form, as the config says and Hugging Face computes it); Google's "
-                      "TF modeling.py of 2019 and later computes the tanh form: --hidden-act gelu_tanh selects it");
+    notices.push_back("hidden_act 'gelu' (the erf form, as the config says and Hugging Face computes it); the "
+                      "modeling.py of Google's TF BERT in circulation computes 'gelu' in the tanh form: "
+                      "--hidden-act gelu_tanh reproduces that");
   }
 }
 
