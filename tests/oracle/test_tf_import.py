@@ -296,3 +296,73 @@ def test_tfrecord_with_inconsistent_features_is_refused(tmp_path):
     r = run(BERT_PREP, "from-tfrecord", "--output", tmp_path / "out", path, ok=False)
     assert r.returncode == 1
     assert f"TFRecord file '{path}' record 1 feature 'segment_ids'" in r.stderr, r.stderr
+
+
+# ---- without TensorFlow: the independent writers of tf_formats.py -----------------------------
+
+def engine_state(seed):
+    cfg = H.make_config()
+    model = H.torch_model(cfg, torch.float32)
+    torch.manual_seed(seed)
+    model.init_weights()
+    return cfg, {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def test_independently_written_bundle_imports_like_hf(tmp_path):
+    cfg, state = engine_state(12)
+    tf_formats.write_tensor_bundle(tmp_path / "model.ckpt-7", hf_to_tf(state))
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    run(BERT_CKPT, "import", tmp_path / "model.ckpt-7.index", tmp_path / "tf.h5")
+    write_safetensors(tmp_path / "hf.safetensors", state)
+    run(BERT_CKPT, "import", tmp_path / "hf.safetensors", tmp_path / "hf.h5", "--config", tmp_path / "bert_config.json")
+    from_tf, from_hf = Session(cfg), Session(cfg)
+    from_tf.checkpoint_load_weights(tmp_path / "tf.h5")
+    from_hf.checkpoint_load_weights(tmp_path / "hf.h5")
+    for name in from_tf.param_shapes():
+        np.testing.assert_array_equal(from_tf.param_read(name), state[name], err_msg=name)
+    batch = torch_bert.random_batch(np.random.default_rng(3), 8, H.SEQ, H.PRED, H.VOCAB)
+    a, b = from_tf.eval(batch), from_hf.eval(batch)
+    assert abs(a["mlm_loss"] - b["mlm_loss"]) <= 1e-6 and abs(a["nsp_loss"] - b["nsp_loss"]) <= 1e-6
+
+
+def test_malformed_bundle_entries_are_refused_cleanly(tmp_path):
+    """Entries whose checksums are right but whose contents are wrong or garbage."""
+    cfg, state = engine_state(13)
+    tensors = hf_to_tf(state)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    target = "bert/pooler/dense/bias"
+    cases = {
+        "dtype string": lambda e: e + tf_formats.field(1, 0, tf_formats.varint(7)),  # the last value wins
+        "past the end of the file": lambda e: e + tf_formats.field(4, 0, tf_formats.varint(1 << 40)),
+        "bytes but its shape and dtype need": lambda e: e + tf_formats.field(5, 0, tf_formats.varint(12)),
+        "malformed protobuf": lambda e: e[:-3],
+        "fails its CRC-32C check": lambda e: e + tf_formats.field(6, 5, b"\0\0\0\0"),
+    }
+    for expected, change in cases.items():
+        tf_formats.write_tensor_bundle(tmp_path / "m", tensors, lambda n, e: change(e) if n == target else e)
+        r = run(BERT_CKPT, "import", tmp_path / "m.index", tmp_path / "o.h5", ok=False)
+        assert r.returncode == 1 and expected in r.stderr and target in r.stderr, (expected, r.stderr)
+    rng = np.random.default_rng(0)
+    for _ in range(25):  # random garbage entries: refused or read, never a crash
+        garbage = rng.integers(0, 256, int(rng.integers(1, 40)), dtype=np.uint8).tobytes()
+        tf_formats.write_tensor_bundle(tmp_path / "m", tensors, lambda n, e: garbage if n == target else e)
+        r = run(BERT_CKPT, "import", tmp_path / "m.index", tmp_path / "o.h5", ok=False)
+        assert r.returncode == 1 and ("m.index" in r.stderr or "m.data" in r.stderr), r.stderr
+
+
+def test_malformed_examples_with_valid_crcs_are_refused_cleanly(tmp_path):
+    inst = make_instances(6, 1)[0]
+    good = tf_formats.pretraining_example(inst, L, P)
+    rng = np.random.default_rng(1)
+    path = tmp_path / "part-0"
+    for trial in range(40):
+        payload = bytearray(good)
+        if trial % 2:
+            payload[int(rng.integers(0, len(payload)))] ^= int(rng.integers(1, 256))
+        else:
+            payload = payload[:int(rng.integers(0, len(payload)))]
+        path.write_bytes(tf_formats.tfrecord_frame(bytes(payload)))
+        r = run(BERT_PREP, "from-tfrecord", "--output", tmp_path / "out", "--overwrite", path, ok=False)
+        assert r.returncode in (0, 1), (trial, r.returncode, r.stderr)
+        if r.returncode == 1:
+            assert f"TFRecord file '{path}' record 0" in r.stderr, r.stderr

@@ -1,8 +1,9 @@
 """Independent Python writers of TensorFlow's on-disk formats, built from their published
 descriptions (not from our C++ code), for tests that must run where TensorFlow is not installed:
-CRC-32C (Castagnoli, bit by bit from the polynomial), TFRecord framing, and the protobuf
-encoding of tf.train.Example. Also finds a Python interpreter that has TensorFlow, for the
-tests whose fixtures TensorFlow itself writes."""
+CRC-32C (Castagnoli, from the polynomial), TFRecord framing, the protobuf encoding of
+tf.train.Example, and tensor-bundle checkpoints (a LevelDB-style table of BundleEntryProtos in
+PREFIX.index, raw tensor bytes in PREFIX.data-00000-of-00001). Also finds a Python interpreter
+that has TensorFlow, for the tests whose fixtures TensorFlow itself writes."""
 import functools
 import os
 import shutil
@@ -11,12 +12,23 @@ import subprocess
 import sys
 
 
+def _crc_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
 def crc32c(data):
     crc = 0xFFFFFFFF
     for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
 
 
@@ -83,6 +95,43 @@ def pretraining_example(inst, max_seq_length, max_predictions, packed=True):
         "masked_lm_weights": [1.0] * k + [0.0] * pad_p,
         "next_sentence_labels": [1 if inst["is_random_next"] else 0],
     }, packed)
+
+
+def _table_block(entries):
+    """One table block: entries without key sharing, a single restart point at 0, and the trailer
+    (compression type 0, masked CRC-32C of contents + type)."""
+    body = b"".join(varint(0) + varint(len(k)) + varint(len(v)) + k + v for k, v in entries)
+    body += struct.pack("<II", 0, 1)
+    return body, body + b"\x00" + struct.pack("<I", masked_crc(body + b"\x00"))
+
+
+def write_tensor_bundle(prefix, tensors, entry_override=None):
+    """A TF tensor-bundle checkpoint of float32 numpy arrays {name: array}; entry_override(name,
+    entry_bytes) may replace an entry's serialized BundleEntryProto (for malformed-input tests)."""
+    data, entries = b"", []
+    for name in sorted(tensors):
+        raw = tensors[name].astype("<f4").tobytes()
+        shape = b"".join(field(2, 2, field(1, 0, varint(d))) for d in tensors[name].shape)
+        entry = (field(1, 0, varint(1)) + field(2, 2, shape) + field(4, 0, varint(len(data))) +
+                 field(5, 0, varint(len(raw))) + field(6, 5, struct.pack("<I", masked_crc(raw))))
+        if entry_override:
+            entry = entry_override(name, entry)
+        entries.append((name.encode(), entry))
+        data += raw
+    header = field(1, 0, varint(1)) + field(3, 2, field(1, 0, varint(1)))  # num_shards 1, version.producer 1
+    contents, data_block = _table_block([(b"", header)] + entries)
+    index = bytearray(data_block)
+    meta_contents, meta_block = _table_block([])
+    meta_handle = varint(len(index)) + varint(len(meta_contents))
+    index += meta_block
+    index_contents, index_block = _table_block([(entries[-1][0], varint(0) + varint(len(contents)))])
+    index_handle = varint(len(index)) + varint(len(index_contents))
+    index += index_block
+    footer = (meta_handle + index_handle).ljust(40, b"\x00") + struct.pack("<Q", 0xDB4775248B80FB57)
+    with open(f"{prefix}.index", "wb") as f:
+        f.write(bytes(index) + footer)
+    with open(f"{prefix}.data-00000-of-00001", "wb") as f:
+        f.write(data)
 
 
 @functools.lru_cache(maxsize=None)
