@@ -136,9 +136,11 @@ def write_tensor_bundle(prefix, tensors, entry_override=None):
 
 @functools.lru_cache(maxsize=None)
 def tensorflow_python():
-    """A Python interpreter with TensorFlow (BERT_TF_PYTHON, python3 on PATH, pyenv's), or None."""
+    """A Python interpreter with TensorFlow (BERT_TF_PYTHON, python3 on PATH, pyenv's, the virtual
+    environment samples/install_deps.sh makes), or None."""
+    venv = os.environ.get("BERT_TF_VENV", os.path.expanduser("~/.cache/bertengine/tf-venv"))
     candidates = [os.environ.get("BERT_TF_PYTHON"), shutil.which("python3"),
-                  os.path.expanduser("~/.pyenv/shims/python3"), sys.executable]
+                  os.path.expanduser("~/.pyenv/shims/python3"), os.path.join(venv, "bin", "python3"), sys.executable]
     for c in candidates:
         if c and os.path.exists(c):
             probe = subprocess.run([c, "-c", "import tensorflow"], capture_output=True,
