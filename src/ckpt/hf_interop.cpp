@@ -186,6 +186,10 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
   remove_vocab_padding(groups, report.config, report.notices);
   for (auto& [group, tensors] : groups) check_tied_decoder(tensors, src.path, report.notices);
   report.placed = groups["model"].size();
+  if (report.placed == 0) {
+    fail(Code::checkpoint, "'", src.path, "' (", src.kind, ") holds no tensor under a BERT name this importer knows "
+         "(Hugging Face, DLE or Google BERT TF names); `bert-ckpt inspect` lists its names");
+  }
 
   std::vector<float> flat(table.total_elems, 0.0f);
   load_tensors(table, groups["model"], src.path, "model", flat.data());
@@ -196,10 +200,10 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
   c.model = tensors_of(table, flat.data());
   const size_t slots = groups["exp_avg"].size() + groups["exp_avg_sq"].size();
   if (slots == 2 * table.entries.size()) {
-    for (const char* g : {"exp_avg", "exp_avg_sq"}) {
-      load_tensors(table, groups[g], src.path, std::string("optimizer ") + g, flat.data());
-      (std::string(g) == "exp_avg" ? c.exp_avg : c.exp_avg_sq) = tensors_of(table, flat.data());
-    }
+    load_tensors(table, groups["exp_avg"], src.path, "optimizer exp_avg", flat.data());
+    c.exp_avg = tensors_of(table, flat.data());
+    load_tensors(table, groups["exp_avg_sq"], src.path, "optimizer exp_avg_sq", flat.data());
+    c.exp_avg_sq = tensors_of(table, flat.data());
     report.optimizer_slots = true;
   } else if (slots > 0) {
     report.notices.push_back("optimizer slots found for only " + std::to_string(slots) + " of " +

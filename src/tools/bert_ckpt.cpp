@@ -35,7 +35,10 @@ int usage() {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;
-  for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : shape) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
   return s.empty() ? "scalar" : s;
 }
 
@@ -79,7 +82,9 @@ int inspect_source(const std::string& path) {
   for (const bert::SourceTensor& t : src.tensors) {
     if (!t.target.empty()) (t.group == "model" ? mapped : slots) += 1;
   }
-  std::printf("source       %s (%s, %s names; checksums verified)\n", src.path.c_str(), src.kind.c_str(), src.producer.c_str());
+  const bool tf = src.kind == "tensorflow checkpoint";
+  std::printf("source       %s (%s, %s names%s)\n", src.path.c_str(), src.kind.c_str(), src.producer.c_str(),
+              tf ? "; CRC-32C of every mapped tensor verified" : "");
   std::printf("config       %s\n", src.config_path.empty() ? "none beside it (import needs --config)" : src.config_path.c_str());
   std::printf("tensors      %zu: %zu model tensors, %zu optimizer slots, %zu not mapped\n", src.tensors.size(), mapped,
               slots, src.tensors.size() - mapped - slots);
