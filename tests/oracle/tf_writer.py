@@ -4,8 +4,9 @@
   tf_writer.py checkpoint TENSORS.npz PREFIX STEP   a TF1 checkpoint (tf.compat.v1.train.Saver) of
                                                    the npz's arrays under their (Google BERT) names
                                                    plus global_step; prints the checkpoint path
-  tf_writer.py tfrecord INSTANCES.json OUT L P      tf.train.Examples as Google's
-                                                   create_pretraining_data.py writes them
+  tf_writer.py tfrecord FILES.json L P              tf.train.Examples as Google's
+                                                   create_pretraining_data.py writes them, for
+                                                   FILES.json = {output path: [instance, ...]}
 
 Runs under any Python with tensorflow (tensorflow-cpu) installed; it imports nothing of ours.
 """
@@ -42,10 +43,15 @@ def create_float_feature(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
-def write_tfrecord(json_path, out_path, max_seq_length, max_predictions):
-    """The feature layout of write_instance_to_example_files in create_pretraining_data.py."""
+def write_tfrecords(json_path, max_seq_length, max_predictions):
     with open(json_path) as f:
-        instances = json.load(f)
+        files = json.load(f)
+    for out_path, instances in files.items():
+        write_tfrecord(instances, out_path, max_seq_length, max_predictions)
+
+
+def write_tfrecord(instances, out_path, max_seq_length, max_predictions):
+    """The feature layout of write_instance_to_example_files in create_pretraining_data.py."""
     with tf.io.TFRecordWriter(out_path) as writer:
         for inst in instances:
             input_ids = list(inst["input_ids"])
@@ -77,8 +83,8 @@ def write_tfrecord(json_path, out_path, max_seq_length, max_predictions):
 def main():
     if len(sys.argv) >= 5 and sys.argv[1] == "checkpoint":
         write_checkpoint(sys.argv[2], sys.argv[3], int(sys.argv[4]))
-    elif len(sys.argv) == 6 and sys.argv[1] == "tfrecord":
-        write_tfrecord(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "tfrecord":
+        write_tfrecords(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         sys.exit(__doc__)
 

@@ -1,6 +1,6 @@
 // CRC-32C against the published check values (RFC 3720 B.4, the "123456789" check), the
 // protobuf wire reader, and random input to the TFRecord/Example and table parsers: any bytes
-// are either read or refused with bert::Error, never a crash (run under sanitizers in CI builds).
+// are either read or refused with bert::Error, never a crash.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
