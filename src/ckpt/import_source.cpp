@@ -1,7 +1,9 @@
 // Reading import sources (safetensors with HF/DLE names, TF tensor bundles) into SourceTensors.
 #include "ckpt/import_source.h"
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "ckpt/hf_interop.h"
 #include "ckpt/safetensors.h"
@@ -29,6 +31,19 @@ bool is_dle_name(const std::string& name) {
   return name.rfind("module.", 0) == 0 || name.find(".dense_act.") != std::string::npos ||
          name.find("LayerNorm.gamma") != std::string::npos || name.find("LayerNorm.beta") != std::string::npos;
 }
+
+}  // namespace
+
+bool is_pytorch_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[4] = {};
+  in.read(head, 4);
+  const bool zip = in.gcount() == 4 && std::memcmp(head, "PK\x03\x04", 4) == 0;  // torch.save since 1.6
+  const bool pickle = in.gcount() >= 2 && static_cast<unsigned char>(head[0]) == 0x80 && head[1] >= 2 && head[1] <= 5;
+  return zip || pickle;
+}
+
+namespace {
 
 ImportSource read_tf_source(const std::string& prefix) {
   ImportSource src;
@@ -76,6 +91,10 @@ ImportSource read_safetensors_source(const std::string& source) {
            "src/tools/torch_to_safetensors.py first)");
     }
     if (!fs::exists(src.config_path, ec)) src.config_path.clear();
+  }
+  if (is_pytorch_file(src.path)) {
+    fail(Code::unsupported, "'", src.path, "' is a PyTorch file (pytorch_model.bin or a DLE .pt): convert it with "
+         "python3 src/tools/torch_to_safetensors.py first");
   }
   std::map<std::string, std::string> dtypes;
   TensorMap tensors = read_safetensors(src.path, &dtypes);

@@ -36,4 +36,7 @@ struct ImportSource {
 // tensor if it is malformed or fails a checksum.
 ImportSource read_import_source(const std::string& source);
 
+// True for files torch.save writes (a zip archive, or a legacy pickle), which need conversion.
+bool is_pytorch_file(const std::string& path);
+
 }  // namespace bert

@@ -118,7 +118,13 @@ int inspect(const std::string& path, bool tensors) {
   if (!bert::tf_checkpoint_prefix(path).empty() || is_safetensors_source(path)) return inspect_source(path);
   if (!std::filesystem::exists(path)) bert::fail(bert::Code::io, "'", path, "' does not exist");
   if (is_hdf5(path)) return inspect_checkpoint(path, tensors);
-  return inspect_tfrecord(path);
+  if (bert::is_pytorch_file(path)) return inspect_source(path);  // refused with the conversion hint
+  try {
+    return inspect_tfrecord(path);
+  } catch (const bert::Error& e) {
+    bert::fail(e.code(), "'", path, "' is not a bertengine checkpoint (HDF5), a safetensors file, a TensorFlow "
+               "checkpoint or a valid TFRecord file (read as a TFRecord: ", e.what(), ")");
+  }
 }
 
 int import(int argc, char** argv) {

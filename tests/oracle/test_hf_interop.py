@@ -145,6 +145,10 @@ def test_import_pytorch_bin_through_the_converter(tmp_path):
     torch.manual_seed(6)
     model.init_weights()
     torch.save({"model": dle_names(model.state_dict())}, tmp_path / "dle_ckpt.pt")
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    direct = subprocess.run([BERT_CKPT, "import", str(tmp_path / "dle_ckpt.pt"), str(tmp_path / "d.h5"), "--config",
+                             str(tmp_path / "bert_config.json")], capture_output=True, text=True)
+    assert direct.returncode == 1 and "is a PyTorch file" in direct.stderr and "torch_to_safetensors.py" in direct.stderr
     subprocess.run([sys.executable, CONVERTER, str(tmp_path / "dle_ckpt.pt"), str(tmp_path / "c.safetensors")],
                    check=True, capture_output=True)
     (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
