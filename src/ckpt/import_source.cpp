@@ -32,19 +32,6 @@ bool is_dle_name(const std::string& name) {
          name.find("LayerNorm.gamma") != std::string::npos || name.find("LayerNorm.beta") != std::string::npos;
 }
 
-}  // namespace
-
-bool is_pytorch_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[4] = {};
-  in.read(head, 4);
-  const bool zip = in.gcount() == 4 && std::memcmp(head, "PK\x03\x04", 4) == 0;  // torch.save since 1.6
-  const bool pickle = in.gcount() >= 2 && static_cast<unsigned char>(head[0]) == 0x80 && head[1] >= 2 && head[1] <= 5;
-  return zip || pickle;
-}
-
-namespace {
-
 ImportSource read_tf_source(const std::string& prefix) {
   ImportSource src;
   src.kind = "tensorflow checkpoint";
@@ -70,8 +57,8 @@ ImportSource read_tf_source(const std::string& prefix) {
       t.transposed = m.transpose;
       t.value = read_tf_tensor(bundle, e);
       if (m.transpose) t.value = transpose(t.value);
-    } else if (e.name == "global_step" && e.shape.empty()) {
-      src.global_step = static_cast<int64_t>(read_tf_tensor(bundle, e).data.at(0));
+    } else if (e.name == "global_step" && e.shape.empty() && tf_dtype_name(e.dtype) == "int64") {
+      std::memcpy(&src.global_step, read_tf_bytes(bundle, e).data(), sizeof src.global_step);
     }
     src.tensors.push_back(std::move(t));
   }
@@ -115,6 +102,15 @@ ImportSource read_safetensors_source(const std::string& source) {
 }
 
 }  // namespace
+
+bool is_pytorch_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[4] = {};
+  in.read(head, 4);
+  const bool zip = in.gcount() == 4 && std::memcmp(head, "PK\x03\x04", 4) == 0;  // torch.save since 1.6
+  const bool pickle = in.gcount() >= 2 && static_cast<unsigned char>(head[0]) == 0x80 && head[1] >= 2 && head[1] <= 5;
+  return zip || pickle;
+}
 
 ImportSource read_import_source(const std::string& source) {
   const std::string prefix = tf_checkpoint_prefix(source);

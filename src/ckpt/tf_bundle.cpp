@@ -131,14 +131,12 @@ TfBundle read_tf_bundle(const std::string& prefix) {
   return bundle;
 }
 
-CheckpointTensor read_tf_tensor(const TfBundle& bundle, const TfBundleEntry& e) {
+std::vector<char> read_tf_bytes(const TfBundle& bundle, const TfBundleEntry& e) {
   const std::string file = data_file(bundle, e.shard_id);
   const std::string what = "'" + file + "' tensor '" + e.name + "'";
   if (e.sliced) fail(Code::unsupported, what, " is a partitioned variable; only whole tensors are read");
   const size_t width = dtype_width(e.dtype);
   if (width == 0) fail(Code::unsupported, what, " has dtype ", tf_dtype_name(e.dtype), ", which is not read");
-  CheckpointTensor t;
-  t.shape = e.shape;
   size_t count = 1;
   for (int64_t d : e.shape) count *= static_cast<size_t>(d);
   if (e.size != count * width) {
@@ -158,6 +156,14 @@ CheckpointTensor read_tf_tensor(const TfBundle& bundle, const TfBundleEntry& e) 
   if (crc32c_mask(crc32c(raw.data(), raw.size())) != e.masked_crc32c) {
     fail(Code::checkpoint, what, " fails its CRC-32C check (corrupt file)");
   }
+  return raw;
+}
+
+CheckpointTensor read_tf_tensor(const TfBundle& bundle, const TfBundleEntry& e) {
+  const std::vector<char> raw = read_tf_bytes(bundle, e);
+  const size_t width = dtype_width(e.dtype), count = raw.size() / width;
+  CheckpointTensor t;
+  t.shape = e.shape;
   t.data.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const char* p = raw.data() + i * width;

@@ -36,6 +36,10 @@ std::string tf_checkpoint_prefix(const std::string& source);
 TfBundle read_tf_bundle(const std::string& prefix);
 // "float32", "int64", ... for messages and listings.
 std::string tf_dtype_name(int dtype);
+// The tensor's raw bytes after checking its size against its shape and dtype and its CRC-32C;
+// Error(checkpoint) naming the data file and tensor otherwise (Error(unsupported) for dtypes
+// without a fixed width and partitioned variables).
+std::vector<char> read_tf_bytes(const TfBundle& bundle, const TfBundleEntry& entry);
 // The tensor's values as fp32 (float, double, half, bfloat16, int32, int64 entries), after
 // checking its size and CRC-32C; Error(checkpoint) naming the data file and tensor otherwise.
 CheckpointTensor read_tf_tensor(const TfBundle& bundle, const TfBundleEntry& entry);
