@@ -310,7 +310,7 @@ def engine_state(seed):
 
 def test_independently_written_bundle_imports_like_hf(tmp_path):
     cfg, state = engine_state(12)
-    tf_formats.write_tensor_bundle(tmp_path / "model.ckpt-7", hf_to_tf(state))
+    tf_formats.write_tensor_bundle(tmp_path / "model.ckpt-7", hf_to_tf(state), block_entries=7)  # several blocks
     (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
     run(BERT_CKPT, "import", tmp_path / "model.ckpt-7.index", tmp_path / "tf.h5")
     write_safetensors(tmp_path / "hf.safetensors", state)

@@ -105,9 +105,10 @@ def _table_block(entries):
     return body, body + b"\x00" + struct.pack("<I", masked_crc(body + b"\x00"))
 
 
-def write_tensor_bundle(prefix, tensors, entry_override=None):
+def write_tensor_bundle(prefix, tensors, entry_override=None, block_entries=1 << 30):
     """A TF tensor-bundle checkpoint of float32 numpy arrays {name: array}; entry_override(name,
-    entry_bytes) may replace an entry's serialized BundleEntryProto (for malformed-input tests)."""
+    entry_bytes) may replace an entry's serialized BundleEntryProto (for malformed-input tests);
+    block_entries splits the table into data blocks of that many entries."""
     data, entries = b"", []
     for name in sorted(tensors):
         raw = tensors[name].astype("<f4").tobytes()
@@ -119,12 +120,17 @@ def write_tensor_bundle(prefix, tensors, entry_override=None):
         entries.append((name.encode(), entry))
         data += raw
     header = field(1, 0, varint(1)) + field(3, 2, field(1, 0, varint(1)))  # num_shards 1, version.producer 1
-    contents, data_block = _table_block([(b"", header)] + entries)
-    index = bytearray(data_block)
+    rows = [(b"", header)] + entries
+    index, handles = bytearray(), []
+    for first in range(0, len(rows), block_entries):
+        chunk = rows[first:first + block_entries]
+        contents, block = _table_block(chunk)
+        handles.append((chunk[-1][0], varint(len(index)) + varint(len(contents))))  # keyed by its last key
+        index += block
     meta_contents, meta_block = _table_block([])
     meta_handle = varint(len(index)) + varint(len(meta_contents))
     index += meta_block
-    index_contents, index_block = _table_block([(entries[-1][0], varint(0) + varint(len(contents)))])
+    index_contents, index_block = _table_block(handles)
     index_handle = varint(len(index)) + varint(len(index_contents))
     index += index_block
     footer = (meta_handle + index_handle).ljust(40, b"\x00") + struct.pack("<Q", 0xDB4775248B80FB57)
