@@ -191,23 +191,28 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
          "(Hugging Face, DLE or Google BERT TF names); `bert-ckpt inspect` lists its names");
   }
 
-  std::vector<float> flat(table.total_elems, 0.0f);
-  load_tensors(table, groups["model"], src.path, "model", flat.data());
   CheckpointContents c;
   c.config_json = nlohmann::json({{"model", report.config.to_json()}}).dump();
   c.state = {{"imported_from", source}};
   if (src.global_step >= 0) c.state["source_global_step"] = src.global_step;
-  c.model = tensors_of(table, flat.data());
   const size_t slots = groups["exp_avg"].size() + groups["exp_avg_sq"].size();
-  if (slots == 2 * table.entries.size()) {
-    load_tensors(table, groups["exp_avg"], src.path, "optimizer exp_avg", flat.data());
-    c.exp_avg = tensors_of(table, flat.data());
-    load_tensors(table, groups["exp_avg_sq"], src.path, "optimizer exp_avg_sq", flat.data());
-    c.exp_avg_sq = tensors_of(table, flat.data());
-    report.optimizer_slots = true;
-  } else if (slots > 0) {
+  report.optimizer_slots = slots == 2 * table.entries.size();
+  if (slots > 0 && !report.optimizer_slots) {
     report.notices.push_back("optimizer slots found for only " + std::to_string(slots) + " of " +
                              std::to_string(2 * table.entries.size()) + " moments: not imported");
+  }
+  {  // each group is verified and copied, then its source tensors are freed (a BERT-large with slots is 4 GB)
+    std::vector<float> flat(table.total_elems, 0.0f);
+    auto place = [&](const std::string& group, const std::string& what, TensorMap& into) {
+      load_tensors(table, groups[group], src.path, what, flat.data());
+      groups[group].clear();
+      into = tensors_of(table, flat.data());
+    };
+    place("model", "model", c.model);
+    if (report.optimizer_slots) {
+      place("exp_avg", "optimizer exp_avg", c.exp_avg);
+      place("exp_avg_sq", "optimizer exp_avg_sq", c.exp_avg_sq);
+    }
   }
   write_checkpoint(output, c);
   return report;
