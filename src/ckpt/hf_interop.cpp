@@ -1,4 +1,5 @@
-// Hugging Face / NVIDIA DLE export and import (name mapping, config.json, safetensors).
+// Hugging Face / NVIDIA DLE export, and import from any source of ckpt/import_source.h (name
+// mapping, config.json, vocabulary padding, GELU form, tied decoder, optimizer slots).
 #include "ckpt/hf_interop.h"
 
 #include <algorithm>
