@@ -9,7 +9,7 @@ packages=(
   libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
   python3 python3-dev python3-numpy python3-h5py python3-pytest python3-torch libopenblas0-pthread
-  pybind11-dev python3-mesonpy python3-pip swig golang-go
+  pybind11-dev python3-mesonpy python3-pip python3-venv swig golang-go
   python3.11-doc
 )
 
@@ -31,4 +31,21 @@ if [ -x /usr/local/cuda/bin/nvcc ] && ! /usr/bin/python3 -m pip show -q nvidia-c
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps nvidia-cudnn-frontend==1.32.0
+fi
+
+# Optional, for the tests whose fixtures TensorFlow itself writes (tests/oracle/test_tf_import.py;
+# they skip without it, and the engine never needs TensorFlow): tensorflow-cpu for a python3 on
+# PATH that is not Debian's (pyenv's), else in a virtual environment of its own, so Debian's
+# numpy/torch stay as they are. A failure here only warns. BERT_NO_TENSORFLOW=1 skips it.
+if [ "${BERT_NO_TENSORFLOW:-0}" != 1 ]; then
+  tf_python="$(command -v python3 || true)"
+  if [ -z "$tf_python" ] || [ "$(readlink -f "$tf_python")" = "$(readlink -f /usr/bin/python3)" ]; then
+    tf_venv="${BERT_TF_VENV:-$HOME/.cache/bertengine/tf-venv}"
+    [ -x "$tf_venv/bin/python3" ] || /usr/bin/python3 -m venv "$tf_venv" 2>/dev/null || true
+    tf_python="$tf_venv/bin/python3"
+  fi
+  if [ -x "$tf_python" ] && ! "$tf_python" -m pip show -q tensorflow-cpu >/dev/null 2>&1; then
+    "$tf_python" -m pip install -q tensorflow-cpu ||
+      echo "warning: tensorflow-cpu did not install; the TensorFlow-written fixture tests will skip" >&2
+  fi
 fi

@@ -1,8 +1,9 @@
 // Hugging Face interop: export a checkpoint to a model folder (config.json with
 // architectures ["BertForPreTraining"] + model.safetensors under HF names and the original
-// vocabulary size), and import weights from HF folders, safetensors files, or NVIDIA DLE
+// vocabulary size), and import weights from HF folders, safetensors files, NVIDIA DLE
 // state dicts (names `dense_act`, LayerNorm `gamma`/`beta`, a `module.` prefix) converted to
-// safetensors by src/tools/torch_to_safetensors.py.
+// safetensors by src/tools/torch_to_safetensors.py, or TensorFlow 1 checkpoints of Google BERT
+// (ckpt/import_source.h reads them all).
 #pragma once
 
 #include <string>
@@ -15,18 +16,30 @@ namespace bert {
 
 void export_hf_folder(const std::string& checkpoint_path, const std::string& folder);
 
-struct ImportReport {
-  BertConfig config;
-  std::vector<std::string> unplaced;  // source tensors that map to no model parameter
+struct ImportOptions {
+  std::string config_path;  // bert_config.json; "" = the one beside the source (HF folder, TF checkpoint)
+  std::string hidden_act;   // overrides the config's; "" = the form the source's producer computes
 };
 
-// Reads `source` (an HF folder with config.json and model.safetensors, or a .safetensors file
-// with `config_path` naming its bert_config.json), maps names, verifies every parameter is
-// present with the right shape (error naming the tensor otherwise), and writes a weights-only
-// checkpoint to `output`. Source tensors that place nowhere are reported, not fatal.
-ImportReport import_weights(const std::string& source, const std::string& config_path, const std::string& output);
+struct ImportReport {
+  BertConfig config;
+  std::string producer;                // "Hugging Face", "NVIDIA DLE", "Google BERT (TensorFlow)"
+  std::vector<std::string> unplaced;   // source tensors that map to no model parameter
+  std::vector<std::string> notices;    // what the import changed or assumed (vocab padding, GELU form, ...)
+  size_t placed = 0, transposed = 0;   // model tensors placed, of which stored transposed
+  bool optimizer_slots = false;        // Adam/LAMB moments imported as exp_avg / exp_avg_sq
+};
 
-// The engine's name for a source tensor name (HF or DLE spelling), or "" for tied copies.
+// Reads `source` (an HF folder, a .safetensors file, or a TF checkpoint PREFIX[.index]), maps
+// names, removes vocabulary padding rows beyond the config's vocab_size (DLE pads to a multiple
+// of 8), drops a decoder tied to the word embeddings and refuses an untied one, verifies every
+// parameter is present with the right shape (error naming the tensor otherwise), and writes a
+// checkpoint to `output`: the weights, plus the optimizer moments when the source has them for
+// every parameter. Source tensors that place nowhere are reported, not fatal.
+ImportReport import_weights(const std::string& source, const ImportOptions& options, const std::string& output);
+
+// The engine's name for a source tensor name (HF or DLE spelling); the MLM decoder keeps its
+// name "cls.predictions.decoder.weight" (the import checks that it is tied).
 std::string canonical_param_name(const std::string& source_name);
 
 }  // namespace bert

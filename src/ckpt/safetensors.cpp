@@ -61,7 +61,7 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   if (!out) fail(Code::io, "writing '", path, "' failed (disk full?)");
 }
 
-TensorMap read_safetensors(const std::string& path) {
+TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* dtypes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(Code::io, "cannot open '", path, "'");
   in.seekg(0, std::ios::end);
@@ -117,6 +117,7 @@ TensorMap read_safetensors(const std::string& path) {
         }
       }
       out[name] = std::move(t);
+      if (dtypes) (*dtypes)[name] = dtype;
     } catch (const nlohmann::json::exception& e) {
       fail(Code::checkpoint, "'", path, "' tensor '", name, "' has a malformed header entry: ", e.what());
     }

@@ -13,6 +13,7 @@ namespace bert {
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata);
 // Throws Error(io) if unreadable, Error(checkpoint) naming the file and tensor if malformed.
-TensorMap read_safetensors(const std::string& path);
+// `dtypes`, when given, receives each tensor's stored dtype ("F32", "F16", "BF16").
+TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* dtypes = nullptr);
 
 }  // namespace bert

@@ -503,6 +503,19 @@ void Session::load_weights(const std::string& path) {
   load_tensors(table, c.model, path, "model", host.data());
   ops_->upload(model_->param_data(), host.data(), host.size() * sizeof(float));
   ops_->weights_changed();
+  warn_if_other_activation(c, path);
+}
+
+// Weights carry the GELU form they were trained or imported with (e.g. DLE's tanh form); a
+// session computing the other form gives slightly different losses, so it is said once here.
+void Session::warn_if_other_activation(const CheckpointContents& c, const std::string& path) const {
+  const nlohmann::json saved = nlohmann::json::parse(c.config_json, nullptr, false);
+  if (!saved.is_object() || !saved.contains("model") || !saved["model"].is_object()) return;
+  const std::string act = saved["model"].value("hidden_act", std::string("gelu"));
+  if (act != config_.model.hidden_act && (act == "gelu" || config_.model.hidden_act == "gelu")) {  // gelu_new == gelu_tanh
+    log_message(log_warning, "checkpoint '" + path + "' records hidden_act '" + act + "' but this session computes '" +
+                                 config_.model.hidden_act + "': set model.hidden_act to match its producer");
+  }
 }
 
 int64_t Session::resume_latest(const std::string& requested_dir) {

@@ -21,6 +21,8 @@
 
 namespace bert {
 
+struct CheckpointContents;
+
 struct StepStats {
   int64_t step = 0;
   double loss = 0, mlm_loss = 0, nsp_loss = 0;
@@ -87,6 +89,7 @@ class Session {
   // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.
   StepStats forward_backward(const BatchView& batch, bool last_of_step);
   void discard_accumulation();
+  void warn_if_other_activation(const CheckpointContents& c, const std::string& path) const;
   void run_step_micro_batches(const BatchView* batch);
   void clip_local_gradient();
   void measure_token_imbalance();

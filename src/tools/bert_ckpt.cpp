@@ -1,15 +1,25 @@
 // bert-ckpt: look inside and convert checkpoints.
-//   bert-ckpt inspect FILE [--tensors]        what a checkpoint holds (verifies its checksum)
+//   bert-ckpt inspect FILE [--tensors]        what a checkpoint holds (verifies its checksum); also
+//                                             import sources (TF .index, safetensors, HF folder) with
+//                                             their names, dtypes, shapes and mapping, and TFRecord files
 //   bert-ckpt export-hf FILE DIR              Hugging Face folder (config.json + model.safetensors)
-//   bert-ckpt import SOURCE OUT.h5 [--config bert_config.json]
+//   bert-ckpt import SOURCE OUT.h5 [--config bert_config.json] [--hidden-act ACT]
 //                                             weights from an HF folder / safetensors (HF or DLE names)
+//                                             or a TensorFlow 1 checkpoint (PREFIX.index + .data-*)
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_interop.h"
+#include "ckpt/import_source.h"
+#include "ckpt/tf_bundle.h"
 #include "core/error.h"
+#include "data/tfrecord.h"
 
 namespace {
 
@@ -17,17 +27,35 @@ int usage() {
   std::fprintf(stderr,
                "usage: bert-ckpt inspect FILE [--tensors]\n"
                "       bert-ckpt export-hf FILE DIR\n"
-               "       bert-ckpt import SOURCE OUT.h5 [--config bert_config.json]\n");
+               "       bert-ckpt import SOURCE OUT.h5 [--config bert_config.json] [--hidden-act gelu|gelu_tanh|...]\n"
+               "SOURCE: a Hugging Face folder, a .safetensors file (HF or NVIDIA DLE names), or a TensorFlow\n"
+               "checkpoint (PREFIX.index with PREFIX.data-*); FILE for inspect may also be a TFRecord file.\n");
   return 2;
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;
-  for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
-  return s;
+  for (int64_t d : shape) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
+  return s.empty() ? "scalar" : s;
 }
 
-int inspect(const std::string& path, bool tensors) {
+bool is_hdf5(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, 8);
+  return in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0;
+}
+
+bool is_safetensors_source(const std::string& path) {
+  const std::string suffix = ".safetensors";
+  return (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) ||
+         std::filesystem::is_directory(path);
+}
+
+int inspect_checkpoint(const std::string& path, bool tensors) {
   bert::CheckpointContents c = bert::read_checkpoint(path);
   int64_t params = 0;
   for (const auto& [name, t] : c.model) params += static_cast<int64_t>(t.data.size());
@@ -47,31 +75,95 @@ int inspect(const std::string& path, bool tensors) {
   return 0;
 }
 
+// An import source: every tensor with its dtype, stored shape and where `bert-ckpt import` puts it.
+int inspect_source(const std::string& path) {
+  const bert::ImportSource src = bert::read_import_source(path);
+  size_t mapped = 0, slots = 0;
+  for (const bert::SourceTensor& t : src.tensors) {
+    if (!t.target.empty()) (t.group == "model" ? mapped : slots) += 1;
+  }
+  const bool tf = src.kind == "tensorflow checkpoint";
+  std::printf("source       %s (%s, %s names%s)\n", src.path.c_str(), src.kind.c_str(), src.producer.c_str(),
+              tf ? "; CRC-32C of every mapped tensor verified" : "");
+  std::printf("config       %s\n", src.config_path.empty() ? "none beside it (import needs --config)" : src.config_path.c_str());
+  std::printf("tensors      %zu: %zu model tensors, %zu optimizer slots, %zu not mapped\n", src.tensors.size(), mapped,
+              slots, src.tensors.size() - mapped - slots);
+  if (src.global_step >= 0) std::printf("global_step  %lld\n", static_cast<long long>(src.global_step));
+  for (const bert::SourceTensor& t : src.tensors) {
+    std::string to = "(not mapped)";
+    if (!t.target.empty()) {
+      to = "-> " + t.target + (t.group == "model" ? "" : " [" + t.group + "]") + (t.transposed ? " (transposed)" : "");
+    }
+    std::printf("  %-62s %-8s %-12s %s\n", t.name.c_str(), t.dtype.c_str(), shape_text(t.shape).c_str(),
+                to.c_str());
+  }
+  return 0;
+}
+
+// A TFRecord file: record count (every CRC checked) and the features of its first Example.
+int inspect_tfrecord(const std::string& path) {
+  bert::TfRecordReader reader(path);
+  std::string record;
+  bert::Example first;
+  while (reader.next(record)) {
+    if (reader.records_read() == 1) first = bert::parse_example(record, "TFRecord file '" + path + "' record 0");
+  }
+  std::printf("tfrecord     %s: %llu records (CRC-32C verified)\n", path.c_str(),
+              static_cast<unsigned long long>(reader.records_read()));
+  for (const auto& [name, f] : first) std::printf("  %-30s %-6s [%zu]\n", name.c_str(), f.kind_name(), f.size());
+  return 0;
+}
+
+int inspect(const std::string& path, bool tensors) {
+  if (!bert::tf_checkpoint_prefix(path).empty() || is_safetensors_source(path)) return inspect_source(path);
+  if (!std::filesystem::exists(path)) bert::fail(bert::Code::io, "'", path, "' does not exist");
+  if (is_hdf5(path)) return inspect_checkpoint(path, tensors);
+  if (bert::is_pytorch_file(path)) return inspect_source(path);  // refused with the conversion hint
+  try {
+    return inspect_tfrecord(path);
+  } catch (const bert::Error& e) {
+    bert::fail(e.code(), "'", path, "' is not a bertengine checkpoint (HDF5), a safetensors file, a TensorFlow "
+               "checkpoint or a valid TFRecord file (read as a TFRecord: ", e.what(), ")");
+  }
+}
+
+int import(int argc, char** argv) {
+  bert::ImportOptions options;
+  for (int i = 4; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return usage();
+    if (flag == "--config") {
+      options.config_path = argv[i + 1];
+    } else if (flag == "--hidden-act") {
+      options.hidden_act = argv[i + 1];
+    } else {
+      return usage();
+    }
+  }
+  bert::ImportReport r = bert::import_weights(argv[2], options, argv[3]);
+  for (const std::string& name : r.unplaced) std::printf("not placed: %s\n", name.c_str());
+  for (const std::string& notice : r.notices) std::printf("notice: %s\n", notice.c_str());
+  std::printf("imported %s (%s) to %s: %zu tensors placed (%zu transposed), %s, hidden_act %s, "
+              "%zu source tensors not placed\n",
+              argv[2], r.producer.c_str(), argv[3], r.placed, r.transposed,
+              r.optimizer_slots ? "optimizer moments included" : "weights only", r.config.hidden_act.c_str(),
+              r.unplaced.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) return usage();
   const std::string command = argv[1];
   try {
-    if (command == "inspect") {
-      return inspect(argv[2], argc > 3 && std::string(argv[3]) == "--tensors");
-    }
+    if (command == "inspect") return inspect(argv[2], argc > 3 && std::string(argv[3]) == "--tensors");
     if (command == "export-hf" && argc == 4) {
       bert::export_hf_folder(argv[2], argv[3]);
       std::printf("exported %s to %s (config.json, model.safetensors)\n", argv[2], argv[3]);
       return 0;
     }
-    if (command == "import" && (argc == 4 || argc == 6)) {
-      std::string config;
-      if (argc == 6) {
-        if (std::string(argv[4]) != "--config") return usage();
-        config = argv[5];
-      }
-      bert::ImportReport r = bert::import_weights(argv[2], config, argv[3]);
-      for (const std::string& name : r.unplaced) std::printf("not placed: %s\n", name.c_str());
-      std::printf("imported %s to %s (%zu source tensors not placed)\n", argv[2], argv[3], r.unplaced.size());
-      return 0;
-    }
+    if (command == "import" && argc >= 4) return import(argc, argv);
   } catch (const bert::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

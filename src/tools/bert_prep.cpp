@@ -2,6 +2,7 @@
 //   tokenize  text -> WordPiece tokens or ids (also a throughput benchmark)
 //   vocab     learn a WordPiece vocabulary from a corpus
 //   shards    create_pretraining_data: text -> DLE (or MLPerf variable-length) HDF5 shards
+//   from-tfrecord  TFRecords of tf.train.Example (Google / MLPerf) -> DLE or MLPerf shards
 //   inspect   statistics and decoded samples of a shard
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "data/shard_builder.h"
 #include "data/shard_inspect.h"
 #include "data/text_corpus.h"
+#include "data/tfrecord_shards.h"
 #include "data/tokenizer.h"
 #include "data/vocab.h"
 #include "data/vocab_trainer.h"
@@ -48,6 +50,9 @@ commands:
       --shards N (auto)  --eval-fraction F (0.01)  --eval-shards N (1)
       --format dle|mlperf (dle)  --gzip LEVEL (1; 0 = none)  --threads N  --overwrite
       --cased | --uncased  --max-word-chars N
+  from-tfrecord --output DIR INPUT...     TFRecord files of tf.train.Example (create_pretraining_data.py,
+                                          MLPerf) -> one shard per file (DIR/NAME.hdf5); CRCs checked
+      --format dle|mlperf (dle)  --gzip LEVEL (1; 0 = none)  --overwrite
   inspect --vocab FILE SHARD...           counts, length histogram, masking, decoded samples
       --samples K (3)
 
@@ -305,6 +310,12 @@ int cmd_vocab(int argc, char** argv) {
   return 0;
 }
 
+ShardOutputFormat format_option(const Args& args) {
+  const std::string format = args.str("format", "dle");
+  if (format != "dle" && format != "mlperf") fail(Code::invalid_argument, "--format must be 'dle' or 'mlperf', got '", format, "'");
+  return format == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
+}
+
 int cmd_shards(int argc, char** argv) {
   Args args(argc, argv,
             {"vocab", "output", "max-seq-length", "max-predictions", "masked-lm-prob", "short-seq-prob", "dupe-factor",
@@ -336,8 +347,7 @@ int cmd_shards(int argc, char** argv) {
   o.eval_fraction = args.real("eval-fraction", 0.01);
   o.eval_shards = static_cast<int>(args.integer("eval-shards", 1));
   const std::string format = args.str("format", "dle");
-  if (format != "dle" && format != "mlperf") fail(Code::invalid_argument, "--format must be 'dle' or 'mlperf', got '", format, "'");
-  o.write.format = format == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
+  o.write.format = format_option(args);
   o.write.max_seq_length = o.instances.max_seq_length;
   o.write.max_predictions = o.instances.max_predictions;
   o.write.gzip_level = static_cast<int>(args.integer("gzip", 1));
@@ -370,6 +380,27 @@ int cmd_shards(int argc, char** argv) {
   return 0;
 }
 
+int cmd_from_tfrecord(int argc, char** argv) {
+  Args args(argc, argv, {"output", "format", "gzip"}, {"overwrite"}, "from-tfrecord");
+  if (args.positional().empty()) fail(Code::invalid_argument, "bert-prep from-tfrecord needs TFRecord files or directories");
+  TfRecordConvertOptions o;
+  o.output_dir = args.required("output");
+  o.format = format_option(args);
+  o.gzip_level = static_cast<int>(args.integer("gzip", 1));
+  if (o.gzip_level < 0 || o.gzip_level > 9) fail(Code::invalid_argument, "--gzip must be in [0, 9]");
+  o.overwrite = args.flag("overwrite");
+  const auto t0 = std::chrono::steady_clock::now();
+  const TfRecordConvertSummary s = convert_tfrecords(args.positional(), o);
+  std::printf("shards: %s (%s) from %llu TFRecord files\n", o.output_dir.c_str(), args.str("format", "dle").c_str(),
+              static_cast<unsigned long long>(s.files));
+  std::printf("  records: %llu (max_seq_length %d, max_predictions %d), %llu tokens, %llu masked predictions\n",
+              static_cast<unsigned long long>(s.records), s.max_seq_length, s.max_predictions,
+              static_cast<unsigned long long>(s.tokens), static_cast<unsigned long long>(s.predictions));
+  std::printf("  output: %zu shards, %s written in %.2f s\n", s.outputs.size(),
+              format_bytes(static_cast<double>(s.bytes_written)).c_str(), seconds_since(t0));
+  return 0;
+}
+
 int cmd_inspect(int argc, char** argv) {
   Args args(argc, argv, {"vocab", "samples", "bins"}, {}, "inspect");
   if (args.positional().empty()) fail(Code::invalid_argument, "bert-prep inspect needs a shard file");
@@ -393,6 +424,7 @@ int main(int argc, char** argv) {
     if (command == "tokenize") return cmd_tokenize(argc, argv);
     if (command == "vocab") return cmd_vocab(argc, argv);
     if (command == "shards") return cmd_shards(argc, argv);
+    if (command == "from-tfrecord") return cmd_from_tfrecord(argc, argv);
     if (command == "inspect") return cmd_inspect(argc, argv);
     std::fprintf(stderr, "bert-prep: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;

@@ -1,7 +1,9 @@
 """Hugging Face interop: `bert-ckpt export-hf` writes a folder (config.json + model.safetensors)
 that an independent PyTorch BertForPreTraining loads by name and evaluates to the engine's
 loss; `bert-ckpt import` places HF- and DLE-named weights (safetensors, or pytorch_model.bin /
-DLE .pt through torch_to_safetensors.py) into the engine and reports what it cannot place."""
+DLE .pt through torch_to_safetensors.py) into the engine and reports what it cannot place.
+DLE weights as they are: vocabulary padding rows removed, the tanh GELU named and settable, an
+untied decoder refused rather than dropped."""
 import json
 import os
 import struct
@@ -143,6 +145,10 @@ def test_import_pytorch_bin_through_the_converter(tmp_path):
     torch.manual_seed(6)
     model.init_weights()
     torch.save({"model": dle_names(model.state_dict())}, tmp_path / "dle_ckpt.pt")
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    direct = subprocess.run([BERT_CKPT, "import", str(tmp_path / "dle_ckpt.pt"), str(tmp_path / "d.h5"), "--config",
+                             str(tmp_path / "bert_config.json")], capture_output=True, text=True)
+    assert direct.returncode == 1 and "is a PyTorch file" in direct.stderr and "torch_to_safetensors.py" in direct.stderr
     subprocess.run([sys.executable, CONVERTER, str(tmp_path / "dle_ckpt.pt"), str(tmp_path / "c.safetensors")],
                    check=True, capture_output=True)
     (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
@@ -162,3 +168,103 @@ def test_import_names_a_missing_tensor(tmp_path):
     assert result.returncode != 0
     assert "bert.pooler.dense.bias" in result.stderr
     assert not (tmp_path / "x.h5").exists()
+
+
+VOCAB = 1003  # DLE pads it to 1008
+
+
+def dle_padded_state(seed):
+    """An HF model's weights as a DLE checkpoint holds them: DLE names, the vocabulary padded to a
+    multiple of 8 (1003 -> 1008 rows, as 30522 -> 30528; padding rows trained like any other),
+    the decoder tied."""
+    cfg = H.make_config(model={"vocab_size": VOCAB})
+    model = H.torch_model(cfg, torch.float32)
+    torch.manual_seed(seed)
+    model.init_weights()
+    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    rng = np.random.default_rng(seed)
+    padded = dict(state)
+    word = state["bert.embeddings.word_embeddings.weight"]
+    padded["bert.embeddings.word_embeddings.weight"] = np.concatenate(
+        [word, rng.standard_normal((5, word.shape[1])).astype(np.float32)])
+    padded["cls.predictions.decoder.weight"] = padded["bert.embeddings.word_embeddings.weight"]
+    padded["cls.predictions.bias"] = np.concatenate([state["cls.predictions.bias"], np.full(5, 5.0, np.float32)])
+    return cfg, state, dle_names(padded)
+
+
+def test_dle_vocabulary_padding_is_removed_and_tanh_gelu_named(tmp_path):
+    cfg, state, dle = dle_padded_state(21)
+    write_safetensors(tmp_path / "dle.safetensors", dle)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))  # vocab_size 1000, hidden_act gelu
+    out = run("import", str(tmp_path / "dle.safetensors"), str(tmp_path / "dle.h5"),
+              "--config", str(tmp_path / "bert_config.json"))
+    assert "NVIDIA DLE" in out
+    assert "removed 5 vocabulary padding rows: the source has 1008 word-embedding rows" in out, out
+    assert "hidden_act 'gelu_tanh'" in out and "tanh form" in out, out
+    assert "is tied to (equal to) the word embeddings" in out
+    import h5py
+    with h5py.File(tmp_path / "dle.h5", "r") as f:
+        assert json.loads(f.attrs["config"])["model"]["hidden_act"] == "gelu_tanh"
+        assert f["model/bert.embeddings.word_embeddings.weight"].shape == (VOCAB, 64)
+
+    tanh_cfg = H.make_config(model={"hidden_act": "gelu_tanh", "vocab_size": VOCAB})
+    session = Session(tanh_cfg)
+    session.checkpoint_load_weights(tmp_path / "dle.h5")
+    for name in session.param_shapes():
+        np.testing.assert_array_equal(session.param_read(name), state[name], err_msg=name)
+    oracle = H.torch_model(tanh_cfg)
+    oracle.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in state.items()})
+    batch = torch_bert.random_batch(np.random.default_rng(8), 8, H.SEQ, H.PRED, H.VOCAB)
+    with torch.no_grad():
+        _, mlm, nsp, _, _ = oracle(**torch_bert.batch_tensors(batch))
+    engine = session.eval(batch)
+    assert abs(engine["mlm_loss"] - mlm.item()) <= 1e-5 * abs(mlm.item())
+    assert abs(engine["nsp_loss"] - nsp.item()) <= 1e-5 * abs(nsp.item())
+
+    # export-hf writes the config's vocabulary, not the padding
+    run("export-hf", str(tmp_path / "dle.h5"), str(tmp_path / "hf"))
+    assert read_safetensors(tmp_path / "hf" / "model.safetensors")["cls.predictions.bias"].shape == (VOCAB,)
+
+
+def test_dle_gelu_form_is_settable(tmp_path):
+    cfg, _, dle = dle_padded_state(22)
+    write_safetensors(tmp_path / "dle.safetensors", dle)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    out = run("import", str(tmp_path / "dle.safetensors"), str(tmp_path / "erf.h5"),
+              "--config", str(tmp_path / "bert_config.json"), "--hidden-act", "gelu")
+    assert "hidden_act gelu," in out and "gelu_tanh" not in out, out
+    # weights recorded with the tanh form, loaded by a session computing erf: a warning says so
+    run("import", str(tmp_path / "dle.safetensors"), str(tmp_path / "tanh.h5"),
+        "--config", str(tmp_path / "bert_config.json"))
+    train_cfg = H.make_config(model={"vocab_size": VOCAB}, train={"steps": 1, "init_checkpoint": str(tmp_path / "tanh.h5")})
+    (tmp_path / "train.json").write_text(json.dumps(train_cfg))
+    bert_train = os.path.join(BUILD, "src", "tools", "bert-train")
+    r = subprocess.run([bert_train, str(tmp_path / "train.json"), "--steps", "1", "--output", str(tmp_path / "o.h5")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "records hidden_act 'gelu_tanh' but this session computes 'gelu'" in r.stderr, r.stderr
+
+
+def test_untied_decoder_is_refused_not_dropped(tmp_path):
+    cfg = H.make_config()
+    model = H.torch_model(cfg, torch.float32)
+    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"] + 0.01
+    write_safetensors(tmp_path / "w.safetensors", state)
+    (tmp_path / "bert_config.json").write_text(json.dumps(cfg["model"]))
+    result = subprocess.run([BERT_CKPT, "import", str(tmp_path / "w.safetensors"), str(tmp_path / "x.h5"),
+                             "--config", str(tmp_path / "bert_config.json")], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "untied MLM decoder: 'cls.predictions.decoder.weight' differs from" in result.stderr, result.stderr
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_inspect_shows_a_safetensors_source_and_its_mapping(tmp_path):
+    _, _, dle = dle_padded_state(23)
+    write_safetensors(tmp_path / "dle.safetensors", dle)
+    info = run("inspect", str(tmp_path / "dle.safetensors"))
+    assert "(safetensors, NVIDIA DLE names" in info
+    line = next(x for x in info.splitlines() if x.split()[0] == "module.bert.encoder.layer.0.intermediate.dense_act.weight")
+    assert line.split()[1:] == ["F32", "128x64", "->", "bert.encoder.layer.0.intermediate.dense.weight"], line
+    line = next(x for x in info.splitlines() if x.split()[0] == "module.bert.embeddings.LayerNorm.gamma")
+    assert line.split()[-1] == "bert.embeddings.LayerNorm.weight"
