@@ -65,6 +65,11 @@ def main() -> int:
     language, build_dir = sys.argv[1], pathlib.Path(sys.argv[2]).resolve()
     block = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     missing = [t for t in TOOLS[language] if not shutil.which(t)]
+    if language == "python" and not missing and subprocess.run(
+            ["/usr/bin/python3", "-c", "import ensurepip, mesonpy, numpy"], capture_output=True).returncode:
+        missing.append("python3-venv, python3-mesonpy and python3-numpy")
+    if language == "python" and subprocess.run(["pkg-config", "--exists", "pybind11"]).returncode:
+        missing.append("pybind11-dev")
     if missing:
         print(f"skipped: needs {', '.join(missing)}")
         return 77
