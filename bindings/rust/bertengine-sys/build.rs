@@ -49,13 +49,21 @@ fn main() {
         .find(|p| p.is_file());
     match &library {
         Some(path) => {
-            let path = path.canonicalize().unwrap_or_else(|_| path.clone());
-            println!("cargo:rerun-if-changed={}", path.display());
+            // An absolute directory, and the soname link itself (it follows the library's version).
+            let dir = path.parent().unwrap().canonicalize().unwrap();
+            let path = dir.join("libbert.so.1");
             println!("cargo:rustc-env=BERTENGINE_SYS_LIB_PATH={}", path.display());
         }
         None => {
             println!("cargo:warning=libbert.so.1 not found in {lib_dirs:?} (set BERT_LIB_DIR or make `pkg-config bert` work): programs will look for it on the loader's path");
             println!("cargo:rustc-env=BERTENGINE_SYS_LIB_PATH=libbert.so.1");
+            // Look again once the library has been built.
+            for dir in &lib_dirs {
+                println!(
+                    "cargo:rerun-if-changed={}",
+                    dir.join("libbert.so.1").display()
+                );
+            }
         }
     }
 
