@@ -86,7 +86,8 @@ def main() -> int:
                         "PYTHONPATH", "BERTENGINE_NATIVE_DIR")}
     env["PATH"] = "/usr/bin:" + env.get("PATH", "")  # Debian's python3 (numpy, meson-python)
     cache = build_dir / "readme-cache"
-    env.update(GOFLAGS="-mod=mod", GOPROXY="off", GOCACHE=str(cache / "go"),
+    env.pop("GOFLAGS", None)
+    env.update(GOPROXY="off", GOCACHE=str(cache / "go"),
                CARGO_NET_OFFLINE="true", CARGO_TARGET_DIR=str(cache / f"cargo-{language}"))
     with tempfile.TemporaryDirectory(prefix=f"readme-{language}-") as tmp:
         clone = pathlib.Path(tmp) / "bertengine"
