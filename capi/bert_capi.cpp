@@ -274,10 +274,15 @@ bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_
 bert_status bert_allreduce_host(bert_session* session, float* data, size_t count, bert_reduce_op op) {
   return guard([&] {
     bert::Session& s = session_of(session);
-    if (op != BERT_REDUCE_SUM && op != BERT_REDUCE_MEAN && op != BERT_REDUCE_MAX) {
-      bert::fail(bert::Code::invalid_argument, "unknown reduce op ", static_cast<int>(op));
+    // The host may pass any int: look at its bytes, since loading an out-of-range value as the
+    // enum type is undefined behaviour in C++.
+    int raw_op = 0;
+    static_assert(sizeof raw_op == sizeof op);
+    std::memcpy(&raw_op, &op, sizeof raw_op);
+    if (raw_op != BERT_REDUCE_SUM && raw_op != BERT_REDUCE_MEAN && raw_op != BERT_REDUCE_MAX) {
+      bert::fail(bert::Code::invalid_argument, "unknown reduce op ", raw_op);
     }
-    s.allreduce_host(data, static_cast<int64_t>(count), static_cast<bert::ReduceOp>(op));
+    s.allreduce_host(data, static_cast<int64_t>(count), static_cast<bert::ReduceOp>(raw_op));
   });
 }
 

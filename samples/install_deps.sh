@@ -11,7 +11,7 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ ccache
-  libeigen3-dev libhdf5-dev nlohmann-json3-dev libutf8proc-dev
+  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev
   libopenmpi-dev openmpi-bin
   python3.11-doc
 )

@@ -107,13 +107,20 @@ CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::st
   return t;
 }
 
-// FNV-1a 64 over every tensor's name, shape and bytes, in name order within each group.
-uint64_t checksum(const CheckpointContents& c) {
+// FNV-1a 64 over the metadata attributes as stored (each length-prefixed; empty for format 1,
+// whose checksum covered tensors only), then every tensor's name, shape and bytes, in name order
+// within each group.
+uint64_t checksum(const CheckpointContents& c, const std::vector<std::string>& metadata) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const void* data, size_t n) {
     const unsigned char* p = static_cast<const unsigned char*>(data);
     for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   };
+  for (const std::string& text : metadata) {
+    const uint64_t size = text.size();
+    mix(&size, sizeof size);
+    mix(text.data(), text.size());
+  }
   for (const TensorMap* group : {&c.model, &c.exp_avg, &c.exp_avg_sq}) {
     for (const auto& [name, t] : *group) {
       mix(name.data(), name.size());
@@ -172,12 +179,14 @@ std::vector<char> hdf5_image(const CheckpointContents& c, const std::string& nam
   Hdf5Id fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), Code::io, name), H5Pclose);
   H5_CHECK(H5Pset_fapl_core(fapl.get(), 64 << 20, 0), Code::io, name);
   Hdf5Id file(H5_CHECK(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), Code::io, name), H5Fclose);
-  write_int_attr(file.get(), "format_version", c.format_version, name);
+  const std::string state = c.state.dump(), index = tensor_index(c).dump();
+  write_int_attr(file.get(), "format_version", kCheckpointFormatVersion, name);
   write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, name);
   write_string_attr(file.get(), "config", c.config_json, name);
-  write_string_attr(file.get(), "state", c.state.dump(), name);
-  write_string_attr(file.get(), "checksum", std::to_string(checksum(c)), name);
-  write_string_attr(file.get(), "index", tensor_index(c).dump(), name);
+  write_string_attr(file.get(), "state", state, name);
+  write_string_attr(file.get(), "index", index, name);
+  const uint64_t sum = checksum(c, {BERT_VERSION_STRING, c.config_json, state, index});
+  write_string_attr(file.get(), "checksum", std::to_string(sum), name);
   write_group(file.get(), "model", c.model, name);
   if (c.has_optimizer()) {
     Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, name),
@@ -248,18 +257,22 @@ CheckpointContents read_checkpoint(const std::string& path) {
   if (file.get() < 0) fail(Code::checkpoint, "checkpoint '", path, "' is not a readable HDF5 file (truncated or corrupt?)");
   CheckpointContents c;
   c.format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
-  if (c.format_version != kCheckpointFormatVersion) {
+  if (c.format_version != kCheckpointFormatVersion && c.format_version != kTensorChecksumFormatVersion) {
     fail(Code::checkpoint, "checkpoint '", path, "' has format version ", c.format_version, "; this engine reads ",
-         kCheckpointFormatVersion);
+         kTensorChecksumFormatVersion, " and ", kCheckpointFormatVersion);
   }
   c.engine_version = read_string_attr(file.get(), "engine_version", path);
   c.config_json = read_string_attr(file.get(), "config", path);
+  const std::string state = read_string_attr(file.get(), "state", path);
+  const std::string index_text = read_string_attr(file.get(), "index", path);
+  const std::string stored_checksum = read_string_attr(file.get(), "checksum", path);
+  std::vector<std::string> metadata;
+  if (c.format_version != kTensorChecksumFormatVersion) metadata = {c.engine_version, c.config_json, state, index_text};
   try {
-    c.state = nlohmann::json::parse(read_string_attr(file.get(), "state", path));
+    c.state = nlohmann::json::parse(state);
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state' attribute: ", e.what());
   }
-  const std::string stored_checksum = read_string_attr(file.get(), "checksum", path);
   if (H5Lexists(file.get(), "model", H5P_DEFAULT) <= 0) fail(Code::checkpoint, "checkpoint '", path, "' has no /model group");
   c.model = read_group(file.get(), "model", path);
   if (H5Lexists(file.get(), "optimizer", H5P_DEFAULT) > 0) {
@@ -269,7 +282,7 @@ CheckpointContents read_checkpoint(const std::string& path) {
   }
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(read_string_attr(file.get(), "index", path));
+    index = nlohmann::json::parse(index_text);
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index' attribute: ", e.what());
   }
@@ -282,9 +295,11 @@ CheckpointContents read_checkpoint(const std::string& path) {
       }
     }
   }
-  if (std::to_string(checksum(c)) != stored_checksum) {
+  const uint64_t computed = checksum(c, metadata);
+  if (std::to_string(computed) != stored_checksum) {
     fail(Code::checkpoint, "checkpoint '", path, "' fails its checksum (stored ", stored_checksum, ", computed ",
-         checksum(c), "): the tensor data is corrupt");
+         computed, "): its ", metadata.empty() ? "tensor data" : "tensor data or metadata (state, config)",
+         " is corrupt or was edited");
   }
   return c;
 }

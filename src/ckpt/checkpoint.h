@@ -1,8 +1,8 @@
 // Checkpoint files: one HDF5 file holding the whole training state — fp32 master weights under
 // /model/<Hugging Face name>, Adam moments under /optimizer/exp_avg|exp_avg_sq/<name>, and a
 // JSON "state" attribute (global step, phase, optimizer steps, dropout stream, loss scale, every
-// rank's data cursor), the config, format and engine versions, and a checksum of all tensor
-// bytes that reading verifies. Writes go to a temporary name in the same directory, are fsynced
+// rank's data cursor), the config, format and engine versions, and a checksum over all of it
+// (every attribute and tensor) that reading verifies. Writes go to a temporary name in the same directory, are fsynced
 // and renamed (and the directory fsynced), so a checkpoint is either whole or absent.
 #pragma once
 
@@ -16,7 +16,9 @@
 
 namespace bert {
 
-constexpr int kCheckpointFormatVersion = 1;
+constexpr int kCheckpointFormatVersion = 2;
+// Format 1 (still read): the same layout, its checksum covering the tensors only.
+constexpr int kTensorChecksumFormatVersion = 1;
 
 struct CheckpointTensor {
   std::vector<int64_t> shape;

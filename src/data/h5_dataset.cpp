@@ -80,6 +80,7 @@ H5Dataset::H5Dataset(hid_t file, const std::string& path, const std::string& key
       id_ = Hdf5Id(H5_CHECK(H5Dopen2(file, key.c_str(), dapl.get()), Code::io, w), H5Dclose);
     }
   }
+  if (class_ == H5T_VLEN) raw_vlen_ = std::make_unique<RawVlenReader>(file, id_.get(), path_, w);
 }
 
 std::string H5Dataset::where() const { return "dataset '" + key_ + "' of shard '" + path_ + "'"; }
@@ -100,6 +101,10 @@ void H5Dataset::read_int32(hsize_t begin, hsize_t count, std::vector<int32_t>& o
 
 void H5Dataset::read_vlen_int32(hsize_t begin, hsize_t count, std::vector<int32_t>& values,
                                 std::vector<int64_t>& lengths) const {
+  if (raw_vlen_ && raw_vlen_->supported()) {
+    raw_vlen_->read(begin, count, values, lengths);
+    return;
+  }
   values.clear();
   lengths.assign(static_cast<size_t>(count), 0);
   if (count == 0) return;

@@ -6,10 +6,12 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/hdf5_check.h"
+#include "data/h5_raw_vlen.h"
 
 namespace bert {
 
@@ -34,7 +36,8 @@ class H5Dataset {
   // out is [count, width] with width = dims[1] (1 for rank 1).
   void read_int32(hsize_t begin, hsize_t count, std::vector<int32_t>& out) const;
   // Reads rows of a rank-1 VLEN-of-integer dataset as int32: values concatenated, row r has
-  // lengths[r] values.
+  // lengths[r] values. Through RawVlenReader (every heap reference checked) where it supports
+  // the dataset's storage, else through HDF5's conversion.
   void read_vlen_int32(hsize_t begin, hsize_t count, std::vector<int32_t>& values, std::vector<int64_t>& lengths) const;
 
  private:
@@ -43,6 +46,7 @@ class H5Dataset {
   H5T_class_t class_ = H5T_NO_CLASS, base_class_ = H5T_NO_CLASS;
   std::vector<hsize_t> dims_;
   hsize_t chunk_rows_ = 0;
+  std::unique_ptr<RawVlenReader> raw_vlen_;  // VLEN datasets only
 };
 
 }  // namespace bert

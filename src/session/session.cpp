@@ -94,12 +94,13 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
 
 }  // namespace
 
-Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm)
+Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend)
     : config_(config), comm_(std::move(comm)), scaler_(config.train.loss_scale) {
   if (config_.train.threads <= 0) config_.train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config_json_ = config_.to_json().dump();
   check_same_config(*comm_, config_.to_json());
   ops_ = make_backend(config_, comm_->local_rank());
+  if (wrap_backend) ops_ = wrap_backend(std::move(ops_));
   ModelLimits limits;
   limits.max_batch = config_.train.micro_batch;
   limits.max_seq_length = config_.data.max_seq_length;
@@ -402,6 +403,32 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
   return path;
 }
 
+// Settings that give the saved state its meaning: another optimizer's moments or another
+// sequence length's data cursor cannot be continued (refused); another batch shape continues the
+// same data with a different step size (a warning).
+void Session::check_resumable(const std::string& path, const nlohmann::json& saved) const {
+  const nlohmann::json now = config_.to_json();
+  const std::string saved_optimizer = saved.at("train").at("optimizer").get<std::string>();
+  if (saved_optimizer != config_.train.optimizer.name) {
+    fail(Code::checkpoint, "checkpoint '", path, "' holds ", saved_optimizer, " optimizer state but train.optimizer = \"",
+         config_.train.optimizer.name, "\": resume with the same optimizer, or start from its weights with train.init_checkpoint");
+  }
+  for (const char* key : {"max_seq_length", "max_predictions_per_seq"}) {
+    if (saved.at("data").at(key) != now.at("data").at(key)) {
+      fail(Code::checkpoint, "checkpoint '", path, "' was written with data.", key, " = ", saved.at("data").at(key).dump(),
+           " but this run has ", now.at("data").at(key).dump(),
+           ": its data position belongs to other data; start from its weights with train.init_checkpoint");
+    }
+  }
+  for (const char* key : {"micro_batch", "accumulation_steps"}) {
+    if (saved.at("train").at(key) != now.at("train").at(key)) {
+      log_message(log_warning, "checkpoint '" + path + "' was written with train." + key + " = " +
+                                   saved.at("train").at(key).dump() + ", this run has " + now.at("train").at(key).dump() +
+                                   ": resuming with a different batch per step");
+    }
+  }
+}
+
 void Session::load_checkpoint(const std::string& path) {
   BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
   CheckpointContents c = read_checkpoint(path);
@@ -428,6 +455,7 @@ void Session::load_checkpoint(const std::string& path) {
       fail(Code::checkpoint, "checkpoint '", path, "' is from phase ", phase, " but train.phase = ", config_.train.phase,
            ": start a new phase with train.init_checkpoint instead of resuming");
     }
+    check_resumable(path, nlohmann::json::parse(c.config_json));
     const auto& cursors = st.at("data_cursors");
     if (static_cast<int>(cursors.size()) != comm_->world_size()) {
       fail(Code::checkpoint, "checkpoint '", path, "' was written by ", cursors.size(), " ranks, this run has ",

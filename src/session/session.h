@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,9 +37,13 @@ struct EvalStats {
   int64_t sequences = 0, masked_tokens = 0;
 };
 
+// Benchmarks' hook: receives the backend the config selects and returns the one the session
+// uses (e.g. the same backend inside a ProfilingOps).
+using BackendWrapper = std::function<std::unique_ptr<Ops>(std::unique_ptr<Ops>)>;
+
 class Session {
  public:
-  Session(const SessionConfig& config, std::unique_ptr<Communicator> comm);
+  Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend = {});
   ~Session();
 
   const SessionConfig& config() const { return config_; }
@@ -75,6 +80,8 @@ class Session {
   void clear_abort() { abort_.store(false); }
 
  private:
+  // Refuses (or warns about) a checkpoint whose config makes its state mean something else here.
+  void check_resumable(const std::string& path, const nlohmann::json& saved_config) const;
   const ParamEntry& entry(const std::string& name, size_t count) const;
   ModelInputs inputs(const BatchView& batch) const;
   // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.

@@ -95,7 +95,7 @@ SessionConfig parse_session_config(const std::string& text) {
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of range (1e999)
     fail(Code::config, "config is not valid JSON: ", e.what());
   }
   JsonReader r(root, "");

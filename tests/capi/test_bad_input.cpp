@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -41,6 +42,12 @@ class Session : public ::testing::Test {
 
 TEST(Config, MalformedJson) {
   EXPECT_NE(create_error("{\"model\": ").find("not valid JSON"), std::string::npos);
+}
+
+TEST(Config, NumberOutOfRangeIsAConfigError) {
+  const std::string m = create_error(R"({"train": {"lr": 1e999}})");
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  EXPECT_NE(m.find("overflow"), std::string::npos) << m;
 }
 
 TEST(Config, UnknownKeyIsNamed) {
@@ -84,6 +91,15 @@ TEST(Config, NullArguments) {
   EXPECT_EQ(bert_step(nullptr, nullptr, nullptr), BERT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(bert_last_error()).find("session"), std::string::npos);
   bert_session_destroy(nullptr);
+}
+
+TEST_F(Session, UnknownReduceOpIsRefused) {
+  float value = 1.0f;
+  int raw = 99;  // what a host passing a bad integer hands over
+  bert_reduce_op op;
+  std::memcpy(&op, &raw, sizeof op);
+  EXPECT_EQ(bert_allreduce_host(s, &value, 1, op), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("unknown reduce op 99"), std::string::npos) << bert_last_error();
 }
 
 TEST_F(Session, TokenIdOutOfRange) {

@@ -1,0 +1,91 @@
+// ProfilingOps: an Ops that forwards every call to another backend and records, per operation,
+// how often it ran and for how long. Each call is bracketed by the backend's synchronize(), so
+// the time is the operation's own (GPU kernels included) at the price of losing the overlap
+// between consecutive kernels — a profile, not a throughput measurement.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backend/ops.h"
+
+namespace bert {
+
+struct OpTiming {
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
+class ProfilingOps final : public Ops {
+ public:
+  explicit ProfilingOps(std::unique_ptr<Ops> inner) : inner_(std::move(inner)) {}
+
+  // Per operation name ("linear_fwd", "attention_bwd", ...): calls and seconds since the last reset.
+  const std::map<std::string, OpTiming>& timings() const { return timings_; }
+  void reset() { timings_.clear(); }
+
+  std::string name() const override { return inner_->name() + " (profiled)"; }
+  void* alloc(size_t bytes) override;
+  void release(void* ptr) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override { inner_->synchronize(); }
+  size_t peak_bytes() const override { return inner_->peak_bytes(); }
+  void* native_stream() override { return inner_->native_stream(); }
+  void set_weights(const float* params, int64_t n) override { inner_->set_weights(params, n); }
+  void weights_changed() override { inner_->weights_changed(); }
+
+  void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                     const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) override;
+  void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+                     const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) override;
+  void linear_fwd(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
+                  int N, Activation act) override;
+  void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
+                  const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+                  bool accumulate_din) override;
+  void activation_fwd(float* out, const float* pre, int64_t n, Activation act) override;
+  void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
+                     int64_t M, int N, float eps) override;
+  void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
+                     const float* rstd, const float* gamma, int64_t M, int N) override;
+  void dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
+                            const DropoutSite& site) override;
+  void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
+  void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias, const AttentionLayout& layout,
+                     int heads, int head_dim, const DropoutSite& site) override;
+  void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                     const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override;
+  void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H) override;
+  void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+                    int64_t M, int V, int ld, float grad_scale) override;
+  void segment_sumsq(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
+  void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
+                      const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+  void apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                    const std::vector<float>& host_scale) override;
+  void scale(float* x, float a, int64_t n) override;
+
+ private:
+  // Runs call() between two synchronisations and adds its time to timings_[op].
+  template <typename Call>
+  void timed(const char* op, Call&& call) {
+    inner_->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    inner_->synchronize();
+    OpTiming& t = timings_[op];
+    t.calls += 1;
+    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  std::unique_ptr<Ops> inner_;
+  std::map<std::string, OpTiming> timings_;
+};
+
+}  // namespace bert

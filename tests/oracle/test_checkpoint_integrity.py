@@ -1,0 +1,144 @@
+"""Checkpoint integrity, checked with h5py: the checksum covers the whole file — an edited
+'global_step' in the state attribute, or any of 20 random byte changes in the metadata
+attributes, is refused with a checksum error (before, only tensor bytes were covered); the
+checksum is recomputed here from its documented definition (FNV-1a 64 over the length-prefixed
+metadata strings, then each tensor's name, int64 shape and float32 bytes); and a format-1 file
+(tensor-only checksum) still loads."""
+import json
+import random
+import struct
+
+import pytest
+
+h5py = pytest.importorskip("h5py")
+np = pytest.importorskip("numpy")
+
+from engine_ctypes import EngineError, Session, load_library
+
+pytestmark = pytest.mark.skipif(load_library() is None, reason="libbert not found (BERT_LIB)")
+
+CONFIG = {"model": {"vocab_size": 64, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                    "intermediate_size": 32, "max_position_embeddings": 32}, "train": {"steps": 10, "micro_batch": 2, "threads": 1},
+          "data": {"max_seq_length": 16, "max_predictions_per_seq": 3}}
+METADATA = ("engine_version", "config", "state", "index")
+
+
+def fnv1a(chunks):
+    h = 1469598103934665603
+    for chunk in chunks:
+        for byte in chunk:
+            h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def text_attr(f, name):
+    value = f.attrs[name]
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def set_text_attr(f, name, text):
+    del f.attrs[name]
+    f.attrs.create(name, np.bytes_(text.encode()))
+
+
+def expected_checksum(path, with_metadata):
+    with h5py.File(path, "r") as f:
+        chunks = []
+        if with_metadata:
+            for name in METADATA:
+                data = text_attr(f, name).encode()
+                chunks += [struct.pack("<Q", len(data)), data]
+        groups = [f["model"]] + ([f["optimizer/exp_avg"], f["optimizer/exp_avg_sq"]] if "optimizer" in f else [])
+        for group in groups:
+            for name in sorted(group.keys()):
+                t = group[name][()]
+                chunks += [name.encode(), np.array(t.shape, "<i8").tobytes(), t.astype("<f4").tobytes()]
+        return fnv1a(chunks)
+
+
+@pytest.fixture()
+def checkpoint(tmp_path):
+    path = str(tmp_path / "ckpt.h5")
+    with Session(CONFIG) as s:
+        for _ in range(3):
+            s.step()
+        s.checkpoint(path)
+    return path
+
+
+def load_error(path):
+    with Session(CONFIG) as s:
+        with pytest.raises(EngineError) as e:
+            s.checkpoint_load(path)
+    return str(e.value)
+
+
+def test_checksum_follows_its_documented_definition(checkpoint):
+    with h5py.File(checkpoint, "r") as f:
+        assert int(f.attrs["format_version"]) == 2
+        stored = int(text_attr(f, "checksum"))
+    assert stored == expected_checksum(checkpoint, with_metadata=True)
+
+
+def test_edited_global_step_is_refused(checkpoint):
+    with h5py.File(checkpoint, "r+") as f:
+        state = json.loads(text_attr(f, "state"))
+        assert state["global_step"] == 3
+        state["global_step"] = 9
+        set_text_attr(f, "state", json.dumps(state))
+    message = load_error(checkpoint)
+    assert checkpoint in message and "checksum" in message and "metadata" in message
+
+
+def test_random_metadata_byte_changes_are_all_refused(checkpoint, tmp_path):
+    rng = random.Random(3)
+    with h5py.File(checkpoint, "r") as f:
+        original = {name: text_attr(f, name) for name in METADATA}
+    refused = 0
+    for trial in range(20):
+        path = str(tmp_path / f"edited_{trial}.h5")
+        with open(checkpoint, "rb") as src, open(path, "wb") as dst:
+            dst.write(src.read())
+        name = rng.choice(METADATA)
+        text = bytearray(original[name].encode())
+        i = rng.randrange(len(text))
+        text[i] = (text[i] + rng.randrange(1, 95)) % 95 + 32  # another printable character
+        with h5py.File(path, "r+") as f:
+            set_text_attr(f, name, text.decode())
+        with Session(CONFIG) as s:
+            try:
+                s.checkpoint_load(path)
+            except EngineError as e:
+                refused += 1
+                assert path in str(e), str(e)
+    assert refused == 20
+
+
+def test_format_1_checkpoint_with_tensor_checksum_still_loads(checkpoint):
+    with Session(CONFIG) as s:
+        s.checkpoint_load(checkpoint)
+        expected = s.param_read("bert.pooler.dense.weight")
+    with h5py.File(checkpoint, "r+") as f:
+        f.attrs["format_version"] = np.int64(1) if f.attrs["format_version"].dtype.itemsize == 8 else np.int32(1)
+        set_text_attr(f, "checksum", str(expected_checksum(checkpoint, with_metadata=False)))
+    with Session(CONFIG) as s:
+        s.checkpoint_load(checkpoint)
+        assert np.array_equal(s.param_read("bert.pooler.dense.weight"), expected)
+
+
+def with_changes(train=None, data=None):
+    config = json.loads(json.dumps(CONFIG))
+    config["train"].update(train or {})
+    config["data"].update(data or {})
+    return config
+
+
+def test_state_of_another_optimizer_or_sequence_length_is_refused(checkpoint):
+    for config, words in ((with_changes(train={"optimizer": "adamw"}), ["lamb", "adamw", "init_checkpoint"]),
+                          (with_changes(data={"max_seq_length": 32}), ["data.max_seq_length", "16", "32"])):
+        with Session(config) as s:
+            with pytest.raises(EngineError) as e:
+                s.checkpoint_load(checkpoint)
+        assert checkpoint in str(e.value) and all(w in str(e.value) for w in words), str(e.value)
+    with Session(with_changes(train={"micro_batch": 4})) as s:  # the same data, another batch: loads
+        s.checkpoint_load(checkpoint)
