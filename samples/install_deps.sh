@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Installs everything bertengine needs to build, test and run its samples on Debian 12
-# (distribution packages, plus cudnn-frontend's headers from pip where the CUDA toolkit is present
-# in /usr/local/cuda).
+# Installs what bertengine needs on Debian 12 from distribution packages.
+#   bash samples/install_deps.sh           the main job (samples/quickstart.sh): build the engine
+#                                          and its tools, and the quickstart's text corpus
+#   bash samples/install_deps.sh --tests   also the test stack (tests/run_all.sh): GoogleTest,
+#                                          Python with NumPy/h5py/pytest/PyTorch (the oracle),
+#                                          pybind11, meson-python, Go and SWIG for the bindings,
+#                                          and cudnn-frontend's headers from pip where the CUDA
+#                                          toolkit is present in /usr/local/cuda
 set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ ccache
-  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev libgtest-dev libgmock-dev
+  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev
   libopenmpi-dev openmpi-bin
-  python3 python3-dev python3-numpy python3-h5py python3-pytest python3-torch libopenblas0-pthread
-  pybind11-dev python3-mesonpy python3-pip python3-venv swig golang-go
   python3.11-doc
 )
+tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) tests=1 ;;
+  *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+esac
+if ((tests)); then
+  packages+=(
+    libgtest-dev libgmock-dev
+    python3 python3-dev python3-venv python3-numpy python3-h5py python3-pytest python3-torch
+    libopenblas0-pthread pybind11-dev python3-mesonpy python3-pip swig golang-go
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,7 +43,7 @@ fi
 
 # With the CUDA toolkit: cudnn-frontend's headers (a PyPI wheel; the build finds them through
 # pip) for the fused-attention path. Pinned to the version the code is built against.
-if [ -x /usr/local/cuda/bin/nvcc ] && ! /usr/bin/python3 -m pip show -q nvidia-cudnn-frontend >/dev/null 2>&1; then
+if ((tests)) && [ -x /usr/local/cuda/bin/nvcc ] && ! /usr/bin/python3 -m pip show -q nvidia-cudnn-frontend >/dev/null 2>&1; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps nvidia-cudnn-frontend==1.32.0
@@ -37,7 +53,7 @@ fi
 # they skip without it, and the engine never needs TensorFlow): tensorflow-cpu for a python3 on
 # PATH that is not Debian's (pyenv's), else in a virtual environment of its own, so Debian's
 # numpy/torch stay as they are. A failure here only warns. BERT_NO_TENSORFLOW=1 skips it.
-if [ "${BERT_NO_TENSORFLOW:-0}" != 1 ]; then
+if ((tests)) && [ "${BERT_NO_TENSORFLOW:-0}" != 1 ]; then
   tf_python="$(command -v python3 || true)"
   if [ -z "$tf_python" ] || [ "$(readlink -f "$tf_python")" = "$(readlink -f /usr/bin/python3)" ]; then
     tf_venv="${BERT_TF_VENV:-$HOME/.cache/bertengine/tf-venv}"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash samples/install_deps.sh
+bash samples/install_deps.sh --tests
 export PATH="/usr/local/cuda/bin:$PATH"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.ccache}"
 BUILD="${BERT_BUILD_DIR:-build}"

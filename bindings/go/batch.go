@@ -6,7 +6,7 @@ import "C"
 import (
 	"unsafe"
 
-	"bertengine/capi"
+	"github.com/bertengine/bertengine/bindings/go/capi"
 )
 
 // Batch is one batch of pretraining samples with the fields of the NVIDIA DLE shards, row-major:

@@ -3,7 +3,7 @@ package bertengine
 import (
 	"fmt"
 
-	"bertengine/capi"
+	"github.com/bertengine/bertengine/bindings/go/capi"
 )
 
 // Status is a bert_status of capi/bert.h.

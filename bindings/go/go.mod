@@ -1,3 +1,3 @@
-module bertengine
+module github.com/bertengine/bertengine/bindings/go
 
 go 1.19

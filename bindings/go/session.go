@@ -13,7 +13,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"bertengine/capi"
+	"github.com/bertengine/bertengine/bindings/go/capi"
 )
 
 // Version is the engine library's version string; APIVersion its ABI version.
@@ -223,6 +223,28 @@ func (s *Session) Config() (string, error) {
 	var out string
 	err := s.locked(func(h capi.Struct_SS_bert_session) error {
 		out = capi.Bert_session_config(h)
+		return nil
+	})
+	return out, err
+}
+
+// Rank is this session's place in a distributed run (bert_session_rank).
+type Rank struct {
+	Rank, WorldSize, LocalRank int
+}
+
+// Rank returns the session's rank, world size and local rank (0, 1, 0 without a distributed run).
+func (s *Session) Rank() (Rank, error) {
+	var out Rank
+	err := s.locked(func(h capi.Struct_SS_bert_session) error {
+		rank, world, local := capi.New_intp(), capi.New_intp(), capi.New_intp()
+		defer capi.Delete_intp(rank)
+		defer capi.Delete_intp(world)
+		defer capi.Delete_intp(local)
+		if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_session_rank(h, rank, world, local) }); err != nil {
+			return err
+		}
+		out = Rank{Rank: capi.Intp_value(rank), WorldSize: capi.Intp_value(world), LocalRank: capi.Intp_value(local)}
 		return nil
 	})
 	return out, err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -247,5 +249,47 @@ func TestCheckpointDirDefaults(t *testing.T) {
 	empty := t.TempDir()
 	if step, err := b.Resume(empty); err != nil || step != -1 {
 		t.Fatalf("Resume(empty dir) = %d, %v; want -1", step, err)
+	}
+}
+
+func TestRankWithoutDistributedRun(t *testing.T) {
+	s, err := NewDistSession(tiny, Dist{Backend: DistLocal, Rank: -1, WorldSize: -1, LocalRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Rank()
+	if err != nil || r != (Rank{Rank: 0, WorldSize: 1, LocalRank: 0}) {
+		t.Fatalf("Rank() = %+v, %v", r, err)
+	}
+	s.Close()
+	if _, err := s.Rank(); !errors.Is(err, &Error{Status: ErrInvalidArgument}) {
+		t.Fatalf("Rank() on a closed session: %v", err)
+	}
+}
+
+func TestLogCallback(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	SetLogCallback(func(level LogLevel, message string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, message)
+	})
+	defer SetLogCallback(nil)
+	// Resuming from a directory with a corrupt checkpoint logs a warning naming it.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ckpt_5.h5"), []byte("not hdf5"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTiny(t)
+	step, err := s.Resume(dir)
+	if err != nil || step != -1 {
+		t.Fatalf("Resume = %d, %v", step, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(strings.Join(lines, "\n"), "ckpt_5.h5") {
+		t.Fatalf("no log line names the corrupt checkpoint: %q", lines)
 	}
 }

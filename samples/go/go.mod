@@ -2,6 +2,6 @@ module bertengine-samples
 
 go 1.19
 
-require bertengine v0.0.0
+require github.com/bertengine/bertengine/bindings/go v0.0.0
 
-replace bertengine => ../../bindings/go
+replace github.com/bertengine/bertengine/bindings/go => ../../bindings/go

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"syscall"
 
-	"bertengine"
+	bertengine "github.com/bertengine/bertengine/bindings/go"
 )
 
 const tinyConfig = `{"model": {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2,

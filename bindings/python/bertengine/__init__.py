@@ -21,9 +21,9 @@ from . import _native
 from .errors import (AbortedError, BackendError, BertError, CheckpointError, ConfigError,
                      DataError, DistributedError, EngineIOError, InternalError,
                      InvalidArgumentError, OutOfMemoryError, UnsupportedError, from_status)
-from .session import Dist, EvalResult, MemoryInfo, Session, StepResult
+from .session import Dist, EvalResult, MemoryInfo, RankInfo, Session, StepResult
 
-__all__ = ["Session", "Dist", "StepResult", "EvalResult", "MemoryInfo", "BertError", "InvalidArgumentError",
+__all__ = ["Session", "Dist", "StepResult", "EvalResult", "MemoryInfo", "RankInfo", "BertError", "InvalidArgumentError",
            "ConfigError", "EngineIOError", "DataError", "CheckpointError", "OutOfMemoryError",
            "BackendError", "DistributedError", "AbortedError", "UnsupportedError",
            "InternalError", "version", "api_version", "nccl_unique_id"]

@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Mapping, Optional, Union
+from typing import Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
 from . import _native
 from .batch import prepare
+from .errors import InvalidArgumentError
 
 ConfigLike = Union[Mapping[str, object], str, "os.PathLike[str]"]
 Batch = Mapping[str, np.ndarray]
@@ -38,6 +39,13 @@ class Dist:
         def get(name: str) -> int:
             return int(os.environ.get(name, "-1"))
         return cls(backend, get("RANK"), get("WORLD_SIZE"), get("LOCAL_RANK"))
+
+
+class RankInfo(NamedTuple):
+    """bert_session_rank: this session's place in the distributed run (0, 1, 0 without one)."""
+    rank: int
+    world_size: int
+    local_rank: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +109,10 @@ def _dist_args(dist) -> tuple:
     elif not isinstance(dist, Dist):
         raise TypeError(f"dist must be None, a dict or a bertengine.Dist, not {type(dist).__name__}")
     if dist.backend not in _BACKENDS:
-        raise ValueError(f"dist.backend must be one of {', '.join(_BACKENDS)}, got {dist.backend!r}")
+        raise InvalidArgumentError(f"dist.backend must be one of {', '.join(_BACKENDS)}, got {dist.backend!r}")
     uid = dist.nccl_unique_id
     if uid is not None and (not isinstance(uid, (bytes, bytearray)) or len(uid) != 128):
-        raise ValueError("dist.nccl_unique_id must be 128 bytes from bertengine.nccl_unique_id()")
+        raise InvalidArgumentError("dist.nccl_unique_id must be 128 bytes from bertengine.nccl_unique_id()")
     return (_BACKENDS[dist.backend], int(dist.rank), int(dist.world_size), int(dist.local_rank),
             None if uid is None else bytes(uid))
 
@@ -123,7 +131,7 @@ class Session:
     field names (``input_ids``, ``segment_ids``, ``input_mask`` [B, S];
     ``masked_lm_positions``, ``masked_lm_ids`` [B, P]; ``next_sentence_labels`` [B]).
     int32 C-contiguous arrays are passed without copying; other integer arrays are converted;
-    anything else raises ValueError naming the field.
+    anything else raises InvalidArgumentError naming the field.
 
     Failures raise :class:`bertengine.BertError` subclasses (``.status``, ``.message``). Calls
     that run the model release the GIL; Ctrl-C during one aborts it (KeyboardInterrupt, the
@@ -163,6 +171,10 @@ class Session:
         """The resolved config, defaults filled in."""
         return json.loads(self._native.config())
 
+    def rank(self) -> RankInfo:
+        """This session's rank, world size and local rank (bert_session_rank)."""
+        return RankInfo(*self._native.rank())
+
     # -- training ---------------------------------------------------------------------------
     def step(self, batch: Optional[Batch] = None) -> StepResult:
         """One optimizer step (bert_step) on the batch, or on the session's own data."""
@@ -171,7 +183,7 @@ class Session:
     def forward_backward(self, batch: Batch) -> StepResult:
         """Forward and backward of one micro-batch; gradients accumulate until optimizer_step."""
         if batch is None:
-            raise ValueError("forward_backward needs a batch")
+            raise InvalidArgumentError("forward_backward needs a batch")
         return StepResult(**self._native.forward_backward(_batch_args(batch)))
 
     def allreduce(self, data: Optional[np.ndarray] = None, op: str = "sum") -> Optional[np.ndarray]:
@@ -184,10 +196,10 @@ class Session:
             self._native.allreduce()
             return None
         if op not in _REDUCE_OPS:
-            raise ValueError(f"op must be one of {', '.join(_REDUCE_OPS)}, got {op!r}")
+            raise InvalidArgumentError(f"op must be one of {', '.join(_REDUCE_OPS)}, got {op!r}")
         arr = np.asarray(data)
         if arr.dtype.kind not in "fiu":
-            raise ValueError(f"allreduce needs a numeric array, got dtype {arr.dtype}")
+            raise InvalidArgumentError(f"allreduce needs a numeric array, got dtype {arr.dtype}")
         out = np.array(arr, dtype=np.float32, order="C", copy=True)
         self._native.allreduce_host(out, _REDUCE_OPS[op])
         return out
@@ -207,19 +219,19 @@ class Session:
     # -- checkpoints ------------------------------------------------------------------------
     def checkpoint(self, path: Union[str, "os.PathLike[str]", None] = None) -> None:
         """Writes the full training state to ``path`` (None: checkpoint.dir/ckpt_<step>.h5)."""
-        self._native.checkpoint(None if path is None else os.fspath(path))
+        self._native.checkpoint(None if path is None else os.fsencode(path))
 
     def load_checkpoint(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Resumes the full training state from a checkpoint (exact continuation)."""
-        self._native.load_checkpoint(os.fspath(path))
+        self._native.load_checkpoint(os.fsencode(path))
 
     def load_weights(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Loads only the model weights of a checkpoint or weights file."""
-        self._native.load_weights(os.fspath(path))
+        self._native.load_weights(os.fsencode(path))
 
     def resume(self, directory: Union[str, "os.PathLike[str]", None] = None) -> int:
         """Resumes from the newest valid checkpoint in ``directory``; returns its step or -1."""
-        return self._native.resume(None if directory is None else os.fspath(directory))
+        return self._native.resume(None if directory is None else os.fsencode(directory))
 
     # -- parameters -------------------------------------------------------------------------
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -252,9 +264,9 @@ class Session:
         shape = self._shape(name)
         arr = np.asarray(value)
         if arr.dtype.kind not in "fiu":
-            raise ValueError(f"parameter {name!r} needs a numeric array, got dtype {arr.dtype}")
+            raise InvalidArgumentError(f"parameter {name!r} needs a numeric array, got dtype {arr.dtype}")
         if arr.shape != shape:
-            raise ValueError(f"parameter {name!r} has shape {shape}, got an array of shape {arr.shape}")
+            raise InvalidArgumentError(f"parameter {name!r} has shape {shape}, got an array of shape {arr.shape}")
         self._native.write_param(name, np.ascontiguousarray(arr, dtype=np.float32))
 
     def state_dict(self) -> dict[str, np.ndarray]:

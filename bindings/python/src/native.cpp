@@ -1,6 +1,7 @@
 // bertengine._native: the pybind11 layer over capi/bert.h. It only translates: NumPy buffers to
 // bert_batch pointers, statuses to Python exceptions (built by bertengine.errors), the log
-// callback to a Python callable. Long calls run on a per-session worker thread with the GIL
+// callback to a Python callable. Text from the engine is decoded as UTF-8 with replacement
+// characters, so a malformed byte never turns an engine error into a UnicodeDecodeError. Long calls run on a per-session worker thread with the GIL
 // released while the caller waits in slices, so Ctrl-C aborts them through bert_session_abort.
 #include <bert.h>
 #include <pybind11/numpy.h>
@@ -22,16 +23,27 @@ namespace {
 py::object g_error_factory;  // bertengine.errors.from_status(status, name, message) -> exception
 py::object g_log_sink;       // callable(level: int, message: str) or None
 
+// The engine's text as a Python str (invalid UTF-8 becomes U+FFFD).
+py::str text(const char* s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s, static_cast<Py_ssize_t>(std::strlen(s)), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
 struct CallError {
   bert_status status;
   std::string message;
 };
 
 [[noreturn]] void raise(const CallError& e) {
-  py::object exc = g_error_factory(static_cast<int>(e.status), bert_status_string(e.status), e.message);
+  py::object exc = g_error_factory(static_cast<int>(e.status), text(bert_status_string(e.status)),
+                                   text(e.message.c_str()));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   throw py::error_already_set();
 }
+
+// Raises InvalidArgumentError for bad input the binding itself detects.
+[[noreturn]] void invalid(const std::string& message) { raise(CallError{BERT_ERR_INVALID_ARGUMENT, message}); }
 
 // Throws the matching BertError when st is not BERT_OK. Must run on the thread that made the call
 // (bert_last_error is thread-local).
@@ -43,7 +55,7 @@ void log_trampoline(bert_log_level level, const char* message, void*) {
   py::gil_scoped_acquire gil;
   if (!g_log_sink || g_log_sink.is_none()) return;
   try {
-    g_log_sink(static_cast<int>(level), std::string(message));
+    g_log_sink(static_cast<int>(level), text(message));
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable("bertengine log callback");
   }
@@ -116,7 +128,7 @@ class Worker {
 
 const int32_t* int32_data(const py::array& a, const char* field) {
   if (!py::isinstance<py::array_t<int32_t>>(a) || !(a.flags() & py::array::c_style))
-    throw py::value_error(std::string("batch field '") + field + "' must be a C-contiguous int32 array");
+    invalid(std::string("batch field '") + field + "' must be a C-contiguous int32 array");
   return static_cast<const int32_t*>(a.data());
 }
 
@@ -163,7 +175,7 @@ class NativeSession {
     dist.local_rank = local_rank;
     if (!nccl_unique_id.is_none()) {
       std::string id = nccl_unique_id.cast<py::bytes>();
-      if (id.size() != sizeof dist.nccl_unique_id) throw py::value_error("nccl_unique_id must be 128 bytes");
+      if (id.size() != sizeof dist.nccl_unique_id) invalid("nccl_unique_id must be 128 bytes");
       std::memcpy(dist.nccl_unique_id, id.data(), id.size());
       dist.has_nccl_unique_id = 1;
     }
@@ -190,9 +202,15 @@ class NativeSession {
   }
   bool closed() const { return session_ == nullptr; }
   void abort() { bert_session_abort(live()); }
-  std::string config() {
+  py::str config() {
     Busy busy(this);
-    return bert_session_config(live());
+    return text(bert_session_config(live()));
+  }
+  py::tuple rank() {
+    Busy busy(this);
+    int rank = 0, world_size = 0, local_rank = 0;
+    check(bert_session_rank(live(), &rank, &world_size, &local_rank));
+    return py::make_tuple(rank, world_size, local_rank);
   }
 
   py::dict step(const py::object& arrays) {
@@ -223,7 +241,7 @@ class NativeSession {
     return step_dict(r);
   }
   void allreduce_host(py::array_t<float, py::array::c_style> data, int op) {
-    if (!py::isinstance<py::array_t<float>>(data)) throw py::value_error("allreduce_host needs a float32 array");
+    if (!py::isinstance<py::array_t<float>>(data)) invalid("allreduce_host needs a float32 array");
     float* ptr = data.mutable_data();
     size_t n = static_cast<size_t>(data.size());
     call([&](bert_session* s) { return bert_allreduce_host(s, ptr, n, static_cast<bert_reduce_op>(op)); });
@@ -273,7 +291,7 @@ class NativeSession {
       check(bert_param_info(live(), i, &name, &ndim, shape));
       py::tuple t(ndim);
       for (int d = 0; d < ndim; ++d) t[d] = shape[d];
-      out.append(py::make_tuple(std::string(name), t));
+      out.append(py::make_tuple(text(name), t));
     }
     return out;
   }
@@ -355,7 +373,7 @@ class NativeSession {
       return;
     }
     py::tuple t = arrays.cast<py::tuple>();
-    if (t.size() != 6) throw py::value_error("a batch is six arrays");
+    if (t.size() != 6) invalid("a batch is six arrays");
     py::array a[6];
     for (int i = 0; i < 6; ++i) a[i] = t[i].cast<py::array>();
     static const char* names[6] = {"input_ids", "segment_ids", "input_mask",
@@ -365,7 +383,7 @@ class NativeSession {
     const int32_t* ptrs[6];
     for (int i = 0; i < 6; ++i) ptrs[i] = int32_data(a[i], names[i]);
     if (a[0].ndim() != 2 || a[3].ndim() != 2 || a[5].ndim() != 1)
-      throw py::value_error("batch arrays have the wrong number of dimensions");
+      invalid("batch arrays have the wrong number of dimensions");
     b.batch_size = static_cast<int32_t>(a[0].shape(0));
     b.seq_length = static_cast<int32_t>(a[0].shape(1));
     b.max_predictions = static_cast<int32_t>(a[3].shape(1));
@@ -388,11 +406,11 @@ class NativeSession {
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "Low-level binding of capi/bert.h; use the bertengine package instead.";
-  m.def("version", [] { return std::string(bert_version()); });
+  m.def("version", [] { return text(bert_version()); });
   m.def("api_version", &bert_api_version);
   m.attr("HEADER_API_VERSION") = BERT_API_VERSION;
-  m.def("status_string", [](int st) { return std::string(bert_status_string(static_cast<bert_status>(st))); });
-  m.def("last_error", [] { return std::string(bert_last_error()); });
+  m.def("status_string", [](int st) { return text(bert_status_string(static_cast<bert_status>(st))); });
+  m.def("last_error", [] { return text(bert_last_error()); });
   m.def("dist_unique_id", [] {
     unsigned char id[128];
     check(bert_dist_unique_id(id));
@@ -411,6 +429,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("closed", &NativeSession::closed)
       .def("abort", &NativeSession::abort)
       .def("config", &NativeSession::config)
+      .def("rank", &NativeSession::rank)
       .def("step", &NativeSession::step)
       .def("forward_backward", &NativeSession::forward_backward)
       .def("eval", &NativeSession::eval)

@@ -81,7 +81,7 @@ def test_host_allreduce_single_rank(tiny):
         x = np.array([1.5, -2.0, 3.0])
         assert np.array_equal(s.allreduce(x, "sum"), x.astype(np.float32))
         assert np.array_equal(s.allreduce(x, "mean"), x.astype(np.float32))
-        with pytest.raises(ValueError, match="op must be one of"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="op must be one of"):
             s.allreduce(x, "median")
 
 
@@ -97,7 +97,7 @@ def test_parameters(tiny):
         w = np.arange(32, dtype=np.float64)
         s.write_param(name, w)
         assert np.array_equal(s.read_param(name), w.astype(np.float32))
-        with pytest.raises(ValueError, match=r"has shape \(32,\), got an array of shape \(31,\)"):
+        with pytest.raises(bertengine.InvalidArgumentError, match=r"has shape \(32,\), got an array of shape \(31,\)"):
             s.write_param(name, np.zeros(31))
         with pytest.raises(KeyError, match="no parameter named 'nope'"):
             s.read_param("nope")
@@ -106,15 +106,15 @@ def test_parameters(tiny):
 def test_bad_batches(tiny):
     b = make_batch()
     with bertengine.Session(tiny) as s:
-        with pytest.raises(ValueError, match="'segment_ids' must have shape"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="'segment_ids' must have shape"):
             s.step({**b, "segment_ids": b["segment_ids"][:, :5]})
-        with pytest.raises(ValueError, match="'input_mask' must hold integers, got dtype float32"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="'input_mask' must hold integers, got dtype float32"):
             s.step({**b, "input_mask": b["input_mask"].astype(np.float32)})
-        with pytest.raises(ValueError, match="missing field.*next_sentence_labels"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="missing field.*next_sentence_labels"):
             s.step({k: v for k, v in b.items() if k != "next_sentence_labels"})
-        with pytest.raises(ValueError, match="unknown field.*labels"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="unknown field.*labels"):
             s.step({**b, "labels": b["input_ids"]})
-        with pytest.raises(ValueError, match="a batch is a dict"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="a batch is a dict"):
             s.step([1, 2, 3])
         # Shapes that agree with each other but not with the config: the engine's message.
         long = make_batch(s=48)
@@ -165,8 +165,39 @@ def test_config_from_path_and_text(tiny, tmp_path):
 def test_dist_argument(tiny):
     with bertengine.Session(tiny, dist=bertengine.Dist("local", 0, 1, 0)) as s:
         assert s.step().step == 1
-    with pytest.raises(ValueError, match="dist.backend"):
+    with pytest.raises(bertengine.InvalidArgumentError, match="dist.backend"):
         bertengine.Session(tiny, dist={"backend": "carrier-pigeon"})
+
+
+def test_rank_without_a_distributed_run(tiny):
+    with bertengine.Session(tiny, dist=bertengine.Dist("local")) as s:
+        assert s.rank() == bertengine.RankInfo(rank=0, world_size=1, local_rank=0)
+        rank, world_size, local_rank = s.rank()
+        assert (rank, world_size, local_rank) == (0, 1, 0)
+
+
+def test_native_layer_raises_binding_errors(tiny):
+    """Bad input the extension itself detects is InvalidArgumentError, not a bare ValueError."""
+    b = batch_mod.prepare(make_batch())
+    with bertengine.Session(tiny) as s:
+        with pytest.raises(bertengine.InvalidArgumentError, match="six arrays"):
+            s._native.step(b[:5])
+        with pytest.raises(bertengine.InvalidArgumentError, match="'input_ids' must be a C-contiguous int32"):
+            s._native.step((b[0][:, ::2],) + b[1:])
+        with pytest.raises(bertengine.InvalidArgumentError, match="wrong number of dimensions"):
+            s._native.step((b[0].ravel(),) + b[1:])
+
+
+def test_engine_message_with_invalid_utf8(tiny, tmp_path):
+    """A file name that is not UTF-8 reaches the message as U+FFFD, never UnicodeDecodeError."""
+    train = os.fsencode(tmp_path / "train")
+    os.makedirs(train)
+    with open(train + b"/bad\xff.hdf5", "wb") as f:
+        f.write(b"not hdf5")
+    tiny["data"]["train_dir"] = os.fsdecode(train)
+    with pytest.raises(bertengine.EngineIOError) as e:
+        bertengine.Session(tiny)
+    assert "bad\ufffd.hdf5" in e.value.message
 
 
 def test_engine_warnings_reach_logging(tiny, tmp_path, caplog):

@@ -1,7 +1,8 @@
-//! Locates libbert (BERT_LIB_DIR, else the `pkg-config` program with package "bert") and links
-//! it; passes its directory on to dependent build scripts (DEP_BERT_LIB_DIR) for their rpath.
-//! When a C compiler (`cc`, or $CC) and bert.h are available it also compiles
-//! shim/layout.c, which the layout test links to compare struct sizes and offsets with C's.
+//! Locates libbert (BERT_LIB_DIR, else the `pkg-config` program with package "bert") and
+//! hands its path to the crate (BERTENGINE_SYS_LIB_PATH), which loads it on first use, so
+//! nothing is linked here and dependents' programs need no rpath. When a C compiler (`cc`, or
+//! $CC) and bert.h are available it also compiles shim/layout.c, which the layout test links
+//! to compare struct sizes and offsets with C's.
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,24 +33,38 @@ fn main() {
     println!("cargo:rerun-if-changed=shim/layout.c");
     println!("cargo::rustc-check-cfg=cfg(bert_layout_shim)");
 
-    let lib_dirs = match env::var("BERT_LIB_DIR") {
+    // BERT_LIB_DIR, else pkg-config's -L directories, then this source tree's meson build
+    // directory `build`; without any, the loader's search path at run time.
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let mut lib_dirs = match env::var("BERT_LIB_DIR") {
         Ok(dir) if !dir.is_empty() => vec![PathBuf::from(dir)],
-        _ => match pkg_config(&["--libs-only-L"]) {
-            Some(flags) => flag_dirs(&flags, "-L"),
-            None => {
-                println!("cargo:warning=libbert not located: set BERT_LIB_DIR or make `pkg-config bert` work; trying the default library path");
-                Vec::new()
-            }
-        },
+        _ => pkg_config(&["--libs-only-L"])
+            .map(|flags| flag_dirs(&flags, "-L"))
+            .unwrap_or_default(),
     };
-    for dir in &lib_dirs {
-        println!("cargo:rustc-link-search=native={}", dir.display());
-    }
-    println!("cargo:rustc-link-lib=dylib=bert");
-    let joined: Vec<String> = lib_dirs.iter().map(|d| d.display().to_string()).collect();
-    println!("cargo:lib_dir={}", joined.join(":"));
-    for dir in &lib_dirs {
-        println!("cargo:rustc-link-arg-tests=-Wl,-rpath,{}", dir.display());
+    lib_dirs.push(manifest.join("../../../build"));
+    let library = lib_dirs
+        .iter()
+        .map(|d| d.join("libbert.so.1"))
+        .find(|p| p.is_file());
+    match &library {
+        Some(path) => {
+            // An absolute directory, and the soname link itself (it follows the library's version).
+            let dir = path.parent().unwrap().canonicalize().unwrap();
+            let path = dir.join("libbert.so.1");
+            println!("cargo:rustc-env=BERTENGINE_SYS_LIB_PATH={}", path.display());
+        }
+        None => {
+            println!("cargo:warning=libbert.so.1 not found in {lib_dirs:?} (set BERT_LIB_DIR or make `pkg-config bert` work): programs will look for it on the loader's path");
+            println!("cargo:rustc-env=BERTENGINE_SYS_LIB_PATH=libbert.so.1");
+            // Look again once the library has been built.
+            for dir in &lib_dirs {
+                println!(
+                    "cargo:rerun-if-changed={}",
+                    dir.join("libbert.so.1").display()
+                );
+            }
+        }
     }
 
     // Header directories for the layout shim: BERT_INCLUDE_DIR, pkg-config, the source tree.
@@ -60,7 +75,6 @@ fn main() {
     if let Some(flags) = pkg_config(&["--cflags-only-I"]) {
         inc.extend(flag_dirs(&flags, "-I"));
     }
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     inc.push(manifest.join("../../../capi"));
     let Some(header_dir) = inc.into_iter().find(|d| d.join("bert.h").is_file()) else {
         println!("cargo:warning=bert.h not found (set BERT_INCLUDE_DIR): the struct layout test is skipped");

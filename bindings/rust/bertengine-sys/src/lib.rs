@@ -1,9 +1,16 @@
 //! Raw declarations of bertengine's C ABI (capi/bert.h), one to one: the structs are
 //! `#[repr(C)]`, the C enums are `c_int` type aliases with their constants. See the header for
 //! ownership, threading and collective-call rules. Use the `bertengine` crate for a safe API.
+//!
+//! The functions are not linked at build time: the first call loads libbert with `dlopen` from
+//! the path build.rs found (BERT_LIB_DIR or `pkg-config bert`), falling back to the dynamic
+//! loader's search for `libbert.so.1`. A program using the crate thus runs without
+//! LD_LIBRARY_PATH and without an rpath of its own (cargo cannot give dependents' binaries one).
 #![allow(non_camel_case_types)]
 
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_uchar, c_void};
+use std::sync::OnceLock;
 
 pub const BERT_API_VERSION: c_int = 1;
 
@@ -116,7 +123,84 @@ pub struct bert_memory_info {
     pub peak_device_bytes: u64,
 }
 
-extern "C" {
+mod loader {
+    use std::os::raw::{c_char, c_int, c_void};
+
+    const RTLD_NOW: c_int = 2;
+    extern "C" {
+        fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+        fn dlerror() -> *const c_char;
+    }
+
+    /// The library's handle: the path found at build time, else the loader's search.
+    pub fn open(candidates: &[&std::ffi::CStr]) -> Result<usize, String> {
+        let mut errors = Vec::new();
+        for name in candidates {
+            // SAFETY: name is NUL-terminated; dlerror returns NULL or a NUL-terminated string.
+            unsafe {
+                let handle = dlopen(name.as_ptr(), RTLD_NOW);
+                if !handle.is_null() {
+                    return Ok(handle as usize);
+                }
+                let err = dlerror();
+                if !err.is_null() {
+                    errors.push(std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned());
+                }
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    pub fn symbol(handle: usize, name: &std::ffi::CStr) -> *mut c_void {
+        // SAFETY: handle came from dlopen and is never closed.
+        unsafe { dlsym(handle as *mut c_void, name.as_ptr()) }
+    }
+}
+
+/// Declares each C function as a Rust function of the same signature that calls through a
+/// pointer resolved from libbert on first use.
+macro_rules! bert_functions {
+    ($(pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*) => {
+        #[allow(non_snake_case)]
+        struct Functions {
+            $($name: unsafe extern "C" fn($($ty),*) $(-> $ret)?,)*
+        }
+
+        fn functions() -> &'static Functions {
+            static FUNCTIONS: OnceLock<Functions> = OnceLock::new();
+            FUNCTIONS.get_or_init(|| {
+                let built = concat!(env!("BERTENGINE_SYS_LIB_PATH"), "\0");
+                let built = CStr::from_bytes_with_nul(built.as_bytes()).unwrap_or(c"libbert.so.1");
+                let handle = loader::open(&[built, c"libbert.so.1"]).unwrap_or_else(|e| {
+                    panic!("bertengine-sys: cannot load libbert ({e}); build with BERT_LIB_DIR or \
+                            `pkg-config bert` pointing at it, or set LD_LIBRARY_PATH")
+                });
+                Functions {
+                    $($name: {
+                        let sym = loader::symbol(handle, CStr::from_bytes_with_nul(
+                            concat!(stringify!($name), "\0").as_bytes()).unwrap());
+                        assert!(!sym.is_null(), "bertengine-sys: libbert has no {}", stringify!($name));
+                        // SAFETY: the symbol is the C function of this signature (capi/bert.h).
+                        unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) $(-> $ret)?>(sym) }
+                    },)*
+                }
+            })
+        }
+
+        $(
+            /// See capi/bert.h.
+            ///
+            /// # Safety
+            /// The pointer arguments must satisfy the C function's contract (capi/bert.h).
+            pub unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+                (functions().$name)($($arg),*)
+            }
+        )*
+    };
+}
+
+bert_functions! {
     pub fn bert_version() -> *const c_char;
     pub fn bert_api_version() -> c_int;
     pub fn bert_status_string(status: bert_status) -> *const c_char;
@@ -138,6 +222,7 @@ extern "C" {
     pub fn bert_session_destroy(session: *mut bert_session);
     pub fn bert_session_config(session: *const bert_session) -> *const c_char;
     pub fn bert_session_abort(session: *mut bert_session);
+    pub fn bert_session_clear_abort(session: *mut bert_session);
 
     pub fn bert_forward_backward(
         session: *mut bert_session,
@@ -209,5 +294,12 @@ extern "C" {
         name: *const c_char,
         dst: *mut f32,
         count: usize,
+    ) -> bert_status;
+
+    pub fn bert_session_rank(
+        session: *const bert_session,
+        rank: *mut c_int,
+        world_size: *mut c_int,
+        local_rank: *mut c_int,
     ) -> bert_status;
 }

@@ -26,7 +26,7 @@ pub use batch::Batch;
 pub use error::{Error, Result, Status};
 pub use session::{
     nccl_unique_id, set_log_callback, AbortHandle, Dist, DistBackend, EvalResult, LogLevel, Param,
-    ReduceOp, Session, StepResult,
+    RankInfo, ReduceOp, Session, StepResult,
 };
 
 use bertengine_sys as sys;

@@ -193,6 +193,20 @@ impl AbortHandle {
     pub fn abort(&self) {
         unsafe { sys::bert_session_abort(self.0 .0.as_ptr()) }
     }
+
+    /// Withdraws an abort no call has consumed yet (bert_session_clear_abort): a watcher that
+    /// may abort just as the call returns calls this after stopping, so the next call runs.
+    pub fn clear(&self) {
+        unsafe { sys::bert_session_clear_abort(self.0 .0.as_ptr()) }
+    }
+}
+
+/// This session's place in a distributed run (bert_session_rank).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankInfo {
+    pub rank: i32,
+    pub world_size: i32,
+    pub local_rank: i32,
 }
 
 /// A BERT pretraining session (bert_session). Dropping it frees the engine session.
@@ -371,6 +385,19 @@ impl Session {
             )
         })?;
         Ok((step >= 0).then_some(step))
+    }
+
+    /// The session's rank, world size and local rank (0, 1, 0 without a distributed run).
+    pub fn rank(&self) -> Result<RankInfo> {
+        let (mut rank, mut world_size, mut local_rank) = (0, 0, 0);
+        Error::check(unsafe {
+            sys::bert_session_rank(self.raw(), &mut rank, &mut world_size, &mut local_rank)
+        })?;
+        Ok(RankInfo {
+            rank,
+            world_size,
+            local_rank,
+        })
     }
 
     /// The backend memory this session holds (bert_session_memory).

@@ -1,6 +1,6 @@
 //! bertengine (Rust): trains a tiny model, round-trips a checkpoint, drives explicit batches and
 //! parameters, and checks that bad input gives an Error with the engine's message.
-use bertengine::{Batch, Error, ReduceOp, Session, Status};
+use bertengine::{Batch, Dist, DistBackend, Error, RankInfo, ReduceOp, Session, Status};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -204,4 +204,30 @@ fn abort_from_another_thread() {
     assert!(start.elapsed() < Duration::from_secs(5));
     t.join().unwrap();
     s.close();
+}
+
+#[test]
+fn rank_without_a_distributed_run() {
+    let dist = Dist {
+        backend: DistBackend::Local,
+        ..Dist::default()
+    };
+    let s = Session::with_dist(TINY, &dist).unwrap();
+    let expected = RankInfo {
+        rank: 0,
+        world_size: 1,
+        local_rank: 0,
+    };
+    assert_eq!(s.rank().unwrap(), expected);
+}
+
+#[test]
+fn cleared_abort_does_not_stop_the_next_call() {
+    let mut s = Session::new(TINY).unwrap();
+    let h = s.abort_handle();
+    h.abort();
+    h.clear();
+    assert_eq!(s.step(None).unwrap().step, 1);
+    h.abort();
+    expect(s.step(None), Status::Aborted, "");
 }
