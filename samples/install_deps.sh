@@ -10,7 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   python3 python3-dev python3-numpy python3-h5py python3-pytest python3-torch libopenblas0-pthread
   pybind11-dev python3-mesonpy python3-pip swig golang-go
-  python3.11-doc
+  python3.11-doc python3-matplotlib python3-venv
 )
 
 missing=()
