@@ -152,3 +152,48 @@ def test_impossible_requests_fail_clearly(shards, tmp_path):
     cfg = hdf5_config(shards, tmp_path, eval_every=2, eval_every_samples=100)
     p = run(TRAIN, write_config(tmp_path / "both.json", cfg), check=False)
     assert p.returncode == 1 and "'train.eval_every' and 'train.eval_every_samples' exclude each other" in p.stderr
+
+
+CONFIGS = os.path.join(SOURCE, "samples", "configs")
+
+
+def test_recipes_hold_the_published_hyperparameters():
+    load = lambda name: json.load(open(os.path.join(CONFIGS, name)))
+    p1, p2 = load("dle_bert_large_phase1.json"), load("dle_bert_large_phase2.json")
+    for cfg, gb, lr, warmup, steps, seq, preds in ((p1, 65536, 6e-3, 0.2843, 7038, 128, 20),
+                                                   (p2, 32768, 4e-3, 0.128, 1563, 512, 80)):
+        t, d = cfg["train"], cfg["data"]
+        assert (t["global_batch"], t["lr"], t["warmup_proportion"], t["steps"], t["optimizer"]) == (gb, lr, warmup, steps, "lamb")
+        assert (d["max_seq_length"], d["max_predictions_per_seq"]) == (seq, preds)
+    m = load("mlperf_bert.json")
+    t = m["train"]
+    # MLPerf's evaluation interval: floor(0.05 * (230.23 * batch + 3e6) / 25000) * 25000 samples.
+    assert t["eval_every_samples"] == int(0.05 * (230.23 * t["global_batch"] + 3e6) / 25000) * 25000
+    assert (t["target_mlm_accuracy"], m["data"]["eval_samples"], m["data"]["max_predictions_per_seq"]) == (0.72, 10000, 76)
+    script = open(os.path.join(SOURCE, "samples", "dist", "sbatch_bert.sh")).read()
+    for name in ("dle_bert_large_phase1.json", "dle_bert_large_phase2.json"):
+        assert f"samples/configs/{name}" in script
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(CONFIGS) if f.endswith(".json")))
+def test_every_recipe_is_a_valid_config(name, shards, tmp_path):
+    """Each recipe with its sizes shrunk to this machine (model, data, batch, steps) trains: no key
+    is unknown or out of range."""
+    cfg = json.load(open(os.path.join(CONFIGS, name)))
+    t, d = cfg["train"], cfg["data"]
+    cfg["model"], cfg["device"] = tiny_model(), "cpu"
+    t.update({"steps": 3, "micro_batch": 4, "threads": 1})
+    t.pop("precision", None), t.pop("init_checkpoint", None)
+    if "global_batch" in t:
+        t["global_batch"] = 8
+    if "eval_every_samples" in t:
+        t["eval_every_samples"] = 8
+    d.update({"train_dir": str(shards[0]), "eval_dir": str(shards[1]), "max_seq_length": 32, "max_predictions_per_seq": 5,
+              "format": "auto"})
+    cfg["checkpoint"]["dir"] = str(tmp_path / "ckpt")
+    (tmp_path / "ckpt").mkdir()
+    for key in ("metrics", "mlperf"):
+        if key in cfg.get("log", {}):
+            cfg["log"][key] = str(tmp_path / key)
+    p = run(TRAIN, write_config(tmp_path / name, cfg), "--quiet")
+    assert "done: 3 steps" in p.stdout or "reached at step" in p.stdout, p.stdout
