@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "data/eval_set.h"
+#include "data/length_bin_source.h"
 #include "data/shard_source.h"
 #include "data/synthetic_source.h"
 #include "session/rank_balance.h"
@@ -93,7 +94,7 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
   o.skip_bad_shards = c.data.skip_bad_shards;
   o.bucket_bins = c.data.bucket_bins;
   o.batch_size = c.train.micro_batch;
-  return make_shard_source(o);
+  return c.data.length_bins ? make_length_bin_source(o) : make_shard_source(o);
 }
 
 // The evaluation set: data.eval_dir (all of it, or data.eval_samples sequences), or

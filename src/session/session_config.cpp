@@ -76,7 +76,11 @@ void parse_data(JsonReader r, DataConfig& d) {
   d.unpad = r.get_bool("unpad", d.unpad);
   d.bucket_bins = static_cast<int>(r.get_int("bucket_bins", d.bucket_bins, 0, 1 << 16));
   d.balance_ranks = r.get_bool("balance_ranks", d.balance_ranks);
+  d.length_bins = r.get_bool("length_bins", d.length_bins);
   r.finish();
+  if (d.length_bins && (d.source != "hdf5" || d.bucket_bins > 0)) {
+    fail(Code::config, "config key 'data.length_bins' needs HDF5 shards in data.train_dir and excludes data.bucket_bins");
+  }
   if (d.source == "hdf5" && d.train_dir.empty()) {
     fail(Code::config, "config key 'data.train_dir' is required when data.source is \"hdf5\"");
   }
@@ -201,7 +205,8 @@ nlohmann::json SessionConfig::to_json() const {
         {"skip_bad_shards", data.skip_bad_shards},
         {"unpad", data.unpad},
         {"bucket_bins", data.bucket_bins},
-        {"balance_ranks", data.balance_ranks}}},
+        {"balance_ranks", data.balance_ranks},
+        {"length_bins", data.length_bins}}},
       {"checkpoint",
        {{"dir", checkpoint.dir},
         {"every", checkpoint.every},

@@ -52,6 +52,7 @@ struct DataConfig {
   bool skip_bad_shards = false;
   bool unpad = true;  // drop padding tokens from the computation
   int bucket_bins = 0;
+  bool length_bins = false;  // train_dir holds bin_0.. (bert-prep bins); all ranks draw the same bin per batch
   bool balance_ranks = false;  // exchange samples so ranks get similar token counts (own data only)
 };
 
