@@ -71,14 +71,16 @@ enum class Outcome { completed, target_reached, step_budget_spent, signalled, fa
 // One phase: a session from one config, trained to its end, its target, or this run's budget.
 class PhaseRun {
  public:
+  // `notes`: lines rank 0 prints once the session knows which rank this is.
   PhaseRun(const Options& options, const std::string& config_path, std::string text, std::string output,
-           FILE* loss_log, long long& steps_left)
+           FILE* loss_log, long long& steps_left, std::string notes)
       : options_(options), config_path_(config_path), text_(std::move(text)), output_(std::move(output)),
-        loss_log_(loss_log), steps_left_(steps_left) {}
+        loss_log_(loss_log), steps_left_(steps_left), notes_(std::move(notes)) {}
   ~PhaseRun() { bert_session_destroy(session_); }
 
   Outcome run();
   int exit_code() const { return exit_code_; }
+  bool leader() const { return leader_; }
 
  private:
   bool setup();
@@ -97,6 +99,7 @@ class PhaseRun {
   std::string text_, output_;
   FILE* loss_log_;
   long long& steps_left_;
+  const std::string notes_;
 
   bert_session* session_ = nullptr;
   nlohmann::json resolved_;
@@ -141,6 +144,7 @@ bool PhaseRun::setup() {
   int rank = 0;
   bert_session_rank(session_, &rank, &world_, nullptr);
   leader_ = rank == 0;  // under mpirun/srun only rank 0 prints progress and writes logs
+  if (leader_) std::fputs(notes_.c_str(), stdout);
   resolved_ = nlohmann::json::parse(bert_session_config(session_));
   const nlohmann::json& t = resolved_["train"];
   total_ = t["steps"].get<long long>();
@@ -496,22 +500,32 @@ int main(int argc, char** argv) {
 
   long long steps_left = o.steps_this_run;
   int code = 0;
+  bool leader = true;     // known once a session exists; until then every rank is its own leader
+  std::string notes;      // what the next phase's rank 0 prints first (skipped phases, the phase header)
   std::string previous_final;
   for (size_t i = 0; i < o.configs.size() && code == 0; ++i) {
     const bool several = o.configs.size() > 1;
+    char line[1024];
     if (steps_left == 0) {
-      std::printf("stopped after %lld steps of this run before phase %zu (rerun with --resume)\n", o.steps_this_run, i + 1);
+      if (leader) std::printf("stopped after %lld steps of this run before phase %zu (rerun with --resume)\n", o.steps_this_run, i + 1);
       break;
     }
     if (several && o.resume && i + 1 < o.configs.size() && std::filesystem::exists(outputs[i])) {
-      std::printf("phase %zu of %zu (%s): already complete, its final checkpoint is %s\n", i + 1, o.configs.size(),
-                  o.configs[i].c_str(), outputs[i].c_str());
+      std::snprintf(line, sizeof line, "phase %zu of %zu (%s): already complete, its final checkpoint is %s\n", i + 1,
+                    o.configs.size(), o.configs[i].c_str(), outputs[i].c_str());
+      notes += line;
       previous_final = outputs[i];
       continue;
     }
-    if (several) std::printf("== phase %zu of %zu: %s\n", i + 1, o.configs.size(), o.configs[i].c_str());
-    PhaseRun phase(o, o.configs[i], phase_config(o, o.configs[i], previous_final), outputs[i], loss_log, steps_left);
+    if (several) {
+      std::snprintf(line, sizeof line, "== phase %zu of %zu: %s\n", i + 1, o.configs.size(), o.configs[i].c_str());
+      notes += line;
+    }
+    PhaseRun phase(o, o.configs[i], phase_config(o, o.configs[i], previous_final), outputs[i], loss_log, steps_left,
+                   notes);
+    notes.clear();
     const Outcome outcome = phase.run();
+    leader = phase.leader();
     if (outcome == Outcome::failed || outcome == Outcome::signalled) code = phase.exit_code();
     if (outcome == Outcome::step_budget_spent) break;
     previous_final = outputs[i];

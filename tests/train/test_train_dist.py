@@ -7,12 +7,11 @@ import os
 
 import pytest
 
-from train_helpers import (PYTHON_DOCS, TRAIN, evals, make_shards, needs_tools, read_metrics, run, which,
-                           write_config)
+from train_helpers import (PYTHON_DOCS, TRAIN, evals, make_shards, needs_tools, read_metrics, run, tiny_model,
+                           which, write_config)
 
 MPIRUN = which("mpirun")
-pytestmark = [needs_tools, pytest.mark.skipif(MPIRUN is None, reason="mpirun (Open MPI) is not installed"),
-              pytest.mark.skipif(not os.path.isdir(PYTHON_DOCS), reason=f"{PYTHON_DOCS} (python3.11-doc) is absent")]
+pytestmark = [needs_tools, pytest.mark.skipif(MPIRUN is None, reason="mpirun (Open MPI) is not installed")]
 VOCAB, SEQ = 1000, 64
 
 
@@ -38,6 +37,8 @@ def config(tmp_path, name, shards, **train):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """The periodic-evaluation run on two ranks, stopped at its target."""
+    if not os.path.isdir(PYTHON_DOCS):
+        pytest.skip(f"{PYTHON_DOCS} (python3.11-doc) is absent")
     tmp = tmp_path_factory.mktemp("dist")
     shards = make_shards(tmp, PYTHON_DOCS, vocab_size=VOCAB, seq=SEQ, preds=10, shards=4,
                          extra=("--documents", "file", "--sentences", "split", "--dupe-factor", 2))
@@ -78,3 +79,17 @@ def test_a_global_batch_the_world_cannot_divide_is_refused(trained):
     p = mpirun(2, config(tmp, "bad", shards, global_batch=48), check=False)
     assert p.returncode != 0
     assert "'train.global_batch' = 48 is not a multiple of train.micro_batch (16) x world size (2) = 32" in p.stderr
+
+
+def test_two_phases_on_two_ranks_report_once(tmp_path):
+    configs = []
+    for phase, steps in ((1, 3), (2, 2)):
+        (tmp_path / f"p{phase}").mkdir()
+        cfg = {"model": tiny_model(), "train": {"micro_batch": 2, "steps": steps, "phase": phase, "threads": 1},
+               "data": {"max_seq_length": 32, "max_predictions_per_seq": 4},
+               "checkpoint": {"dir": str(tmp_path / f"p{phase}")}}
+        configs.append(write_config(tmp_path / f"p{phase}.json", cfg))
+    out = mpirun(2, *configs, "--quiet").stdout
+    assert out.count("== phase 1 of 2") == 1 and out.count("== phase 2 of 2") == 1 and out.count("done:") == 2, out
+    out = mpirun(2, *configs, "--quiet", "--resume").stdout
+    assert out.count("already complete") == 1, out
