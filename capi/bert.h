@@ -199,7 +199,10 @@ BERT_API bert_status bert_optimizer_step(bert_session* session, bert_step_result
 BERT_API bert_status bert_step(bert_session* session, const bert_batch* batch,
                                bert_step_result* result);
 /* Evaluation without dropout or gradient: on the batch, or (batch == NULL) on the configured
- * evaluation data (data.eval_dir, or data.eval_batches synthetic batches). */
+ * evaluation set: every sequence of the shards in data.eval_dir (or the first data.eval_samples
+ * of them, in file-name order), or data.eval_batches synthetic batches. The set is cut into
+ * micro-batches of train.micro_batch that are dealt to the ranks and summed, so the result is
+ * the same for any number of ranks; with batch == NULL the call is COLLECTIVE. */
 BERT_API bert_status bert_eval(bert_session* session, const bert_batch* batch,
                                bert_eval_result* result);
 

@@ -13,7 +13,7 @@ packages=(
   meson ninja-build pkg-config g++ ccache
   libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev
   libopenmpi-dev openmpi-bin
-  python3.11-doc
+  python3.11-doc python3-matplotlib
 )
 tests=0
 case "${1:-}" in

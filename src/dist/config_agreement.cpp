@@ -5,12 +5,13 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace bert {
 namespace {
 
 // Keys that may legitimately differ between ranks (JSON pointers).
-const char* const kPerRankKeys[] = {"/train/threads", "/train/seed", "/data/train_dir", "/data/eval_dir", "/device"};
+const char* const kPerRankKeys[] = {"/train/threads", "/data/train_dir", "/data/eval_dir", "/device"};
 
 nlohmann::json shared_part(const nlohmann::json& config) {
   nlohmann::json flat = config.flatten();
@@ -49,6 +50,17 @@ void check_same_config(Communicator& comm, const nlohmann::json& resolved_config
   if (count > 0) {
     fail(Code::config, "config differs between ranks (", count, " difference", count > 1 ? "s" : "", "): ", diffs.str());
   }
+}
+
+uint64_t world_seed(Communicator& comm, uint64_t own_seed) {
+  if (comm.world_size() == 1) return own_seed;
+  const uint64_t seed = std::stoull(comm.allgather_text(std::to_string(own_seed)).at(0));
+  if (seed != own_seed) {
+    log_message(log_warning, "train.seed = " + std::to_string(own_seed) + " on rank " + std::to_string(comm.rank()) +
+                                 " differs from rank 0's " + std::to_string(seed) +
+                                 ": the world uses one seed, rank 0's (weights, dropout, data order)");
+  }
+  return seed;
 }
 
 }  // namespace bert

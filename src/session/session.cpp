@@ -12,6 +12,8 @@
 #include "ckpt/checkpoint_dir.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/eval_set.h"
+#include "data/length_bin_source.h"
 #include "data/shard_source.h"
 #include "data/synthetic_source.h"
 #include "session/rank_balance.h"
@@ -66,30 +68,63 @@ BatchView slice(const BatchView& b, int begin, int count) {
   return v;
 }
 
-// The training (or evaluation) data of this rank.
-std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, int world, bool eval) {
+SyntheticOptions synthetic_options(const SessionConfig& c, uint64_t seed) {
+  SyntheticOptions o;
+  o.vocab_size = c.model.vocab_size;
+  o.seq_length = c.data.max_seq_length;
+  o.max_predictions = c.data.max_predictions_per_seq;
+  o.seed = seed;
+  return o;
+}
+
+// The training data of this rank.
+std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, int world) {
   if (c.data.source == "synthetic") {
-    SyntheticOptions o;
-    o.vocab_size = c.model.vocab_size;
-    o.seq_length = c.data.max_seq_length;
-    o.max_predictions = c.data.max_predictions_per_seq;
-    o.seed = eval ? c.train.seed ^ 0xE7A1ull : c.train.seed + 1000003ull * static_cast<uint64_t>(rank);
-    return make_synthetic_source(o);
+    return make_synthetic_source(synthetic_options(c, c.train.seed + 1000003ull * static_cast<uint64_t>(rank)));
   }
   ShardSourceOptions o;
-  o.path = eval ? c.data.eval_dir : c.data.train_dir;
+  o.path = c.data.train_dir;
   o.format = c.data.format;
   o.max_seq_length = c.data.max_seq_length;
   o.max_predictions_per_seq = c.data.max_predictions_per_seq;
   o.vocab_size = c.model.vocab_size;
-  o.seed = c.train.seed;  // the same on every rank: ranks take disjoint files of one shuffle
-  o.rank = eval ? 0 : rank;
-  o.world = eval ? 1 : world;
-  o.shuffle = !eval;
+  o.seed = c.train.seed;  // the same on every rank (world_seed): ranks take disjoint files of one shuffle
+  o.rank = rank;
+  o.world = world;
   o.skip_bad_shards = c.data.skip_bad_shards;
-  o.bucket_bins = eval ? 0 : c.data.bucket_bins;
+  o.bucket_bins = c.data.bucket_bins;
   o.batch_size = c.train.micro_batch;
-  return make_shard_source(o);
+  return c.data.length_bins ? make_length_bin_source(o) : make_shard_source(o);
+}
+
+// The evaluation set: data.eval_dir (all of it, or data.eval_samples sequences), or
+// data.eval_batches seeded synthetic batches.
+std::unique_ptr<EvalSet> make_eval_set(const SessionConfig& c) {
+  if (c.data.source == "synthetic") {
+    std::unique_ptr<DataSource> source = make_synthetic_source(synthetic_options(c, c.train.seed ^ 0xE7A1ull));
+    return EvalSet::from_source(*source, c.data.eval_batches, c.train.micro_batch);
+  }
+  const ShardLimits limits{c.data.max_seq_length, c.data.max_predictions_per_seq, c.model.vocab_size};
+  return EvalSet::from_shards(c.data.eval_dir, limits, c.data.format, c.data.eval_samples, c.train.micro_batch);
+}
+
+// train.global_batch = micro_batch x accumulation_steps x world size (DLE's batch size).
+void derive_accumulation(TrainConfig& t, int world) {
+  if (t.global_batch <= 0) return;
+  const int64_t per_pass = static_cast<int64_t>(t.micro_batch) * world;
+  if (t.global_batch % per_pass != 0) {
+    fail(Code::config, "config key 'train.global_batch' = ", t.global_batch, " is not a multiple of train.micro_batch (",
+         t.micro_batch, ") x world size (", world, ") = ", per_pass);
+  }
+  const int64_t accumulation = t.global_batch / per_pass;
+  if (t.accumulation_given && accumulation != t.accumulation_steps) {
+    fail(Code::config, "config key 'train.accumulation_steps' = ", t.accumulation_steps, " contradicts train.global_batch = ",
+         t.global_batch, ", which needs ", accumulation, " with train.micro_batch ", t.micro_batch, " on ", world,
+         " ranks (give one of the two)");
+  }
+  BERT_CHECK(accumulation <= (1 << 16), Code::config, "config key 'train.global_batch' = ", t.global_batch, " needs ",
+             accumulation, " accumulation steps (more than 65536): raise train.micro_batch");
+  t.accumulation_steps = static_cast<int>(accumulation);
 }
 
 }  // namespace
@@ -97,6 +132,8 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
 Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend)
     : config_(config), comm_(std::move(comm)), scaler_(config.train.loss_scale) {
   if (config_.train.threads <= 0) config_.train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  config_.train.seed = world_seed(*comm_, config_.train.seed);
+  derive_accumulation(config_.train, comm_->world_size());
   config_json_ = config_.to_json().dump();
   check_same_config(*comm_, config_.to_json());
   ops_ = make_backend(config_, comm_->local_rank());
@@ -130,7 +167,7 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   schedule_.total_steps = config_.train.steps;
   schedule_.warmup_proportion = config_.train.warmup_proportion;
   schedule_.degree = config_.train.decay_degree;
-  train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size(), false);
+  train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size());
   log_message(log_info, "session: " + config_.model.to_json().dump() + " on " + ops_->name() + ", activation arena " +
                             std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + train_data_->describe());
 }
@@ -315,8 +352,7 @@ void Session::run_step_micro_batches(const BatchView* batch) {
 
 EvalStats Session::eval(const BatchView* batch) {
   return abortable([&] {
-    ForwardStats total;
-    auto run_one = [&](const BatchView& b) {
+    auto run_one = [&](const BatchView& b, ForwardStats& total) {
       ModelInputs in = inputs(b);
       ForwardStats f = model_->run(in, DropoutStream{}, nullptr, &abort_);
       total.mlm_loss_sum += f.mlm_loss_sum;
@@ -327,26 +363,14 @@ EvalStats Session::eval(const BatchView* batch) {
       total.nsp_correct += f.nsp_correct;
     };
     const int micro = config_.train.micro_batch;
+    ForwardStats total;
     if (batch) {
       BERT_CHECK(batch->batch_size > 0, Code::invalid_argument, "batch_size must be positive, got ", batch->batch_size);
       for (int begin = 0; begin < batch->batch_size; begin += micro) {
-        run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin)));
+        run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin)), total);
       }
     } else {
-      BERT_CHECK(config_.data.source == "synthetic" || !config_.data.eval_dir.empty(), Code::invalid_argument,
-                 "bert_eval without a batch needs evaluation data: set data.eval_dir");
-      // Built once (opening and checking the eval shards); every evaluation starts it over.
-      if (!eval_data_) {
-        eval_data_ = make_data_source(config_, 0, 1, true);
-        eval_start_ = eval_data_->cursor();
-      } else {
-        eval_data_->restore(eval_start_);
-      }
-      HostBatch hb;
-      for (int i = 0; i < config_.data.eval_batches; ++i) {
-        eval_data_->next(hb, micro);
-        run_one(view_of(hb));
-      }
+      total = eval_whole_set();
     }
     EvalStats e;
     e.sequences = total.nsp_count;
@@ -357,6 +381,37 @@ EvalStats Session::eval(const BatchView* batch) {
     e.nsp_accuracy = total.nsp_count ? static_cast<double>(total.nsp_correct) / total.nsp_count : 0.0;
     return e;
   });
+}
+
+// The evaluation set's fixed batches dealt round-robin to the ranks; every rank's per-batch
+// sums are gathered and added in batch order, so the result is bit-identical for any rank count.
+ForwardStats Session::eval_whole_set() {
+  BERT_CHECK(config_.data.source == "synthetic" || !config_.data.eval_dir.empty(), Code::invalid_argument,
+             "bert_eval without a batch needs evaluation data: set data.eval_dir");
+  if (!eval_set_) eval_set_ = make_eval_set(config_);  // read once; every evaluation reuses it
+  nlohmann::json mine = nlohmann::json::array();
+  HostBatch hb;
+  for (int64_t k = comm_->rank(); k < eval_set_->batches(); k += comm_->world_size()) {
+    eval_set_->batch(k, hb);
+    ForwardStats f = model_->run(inputs(view_of(hb)), DropoutStream{}, nullptr, &abort_);
+    mine.push_back({k, f.mlm_loss_sum, f.mlm_count, f.mlm_correct, f.nsp_loss_sum, f.nsp_count, f.nsp_correct});
+  }
+  std::vector<nlohmann::json> per_batch(static_cast<size_t>(eval_set_->batches()));
+  for (const std::string& text : comm_->allgather_text(mine.dump())) {
+    for (const nlohmann::json& b : nlohmann::json::parse(text)) per_batch.at(b[0].get<size_t>()) = b;
+  }
+  // JSON carries a diverged model's non-finite loss as null.
+  auto number = [](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
+  ForwardStats total;
+  for (const nlohmann::json& b : per_batch) {
+    total.mlm_loss_sum += number(b[1]);
+    total.mlm_count += b[2].get<int64_t>();
+    total.mlm_correct += b[3].get<int64_t>();
+    total.nsp_loss_sum += number(b[4]);
+    total.nsp_count += b[5].get<int64_t>();
+    total.nsp_correct += b[6].get<int64_t>();
+  }
+  return total;
 }
 
 void Session::allreduce_host(float* data, int64_t n, ReduceOp op) {
@@ -477,7 +532,7 @@ void Session::load_checkpoint(const std::string& path) {
   // The resumed run continues the checkpoint's random streams (dropout, synthetic data).
   SessionConfig resumed = config_;
   resumed.train.seed = seed;
-  std::unique_ptr<DataSource> data = make_data_source(resumed, comm_->rank(), comm_->world_size(), false);
+  std::unique_ptr<DataSource> data = make_data_source(resumed, comm_->rank(), comm_->world_size());
   data->restore(nlohmann::json::parse(cursor));
 
   ops_->upload(model_->param_data(), weights.data(), n * sizeof(float));

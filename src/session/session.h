@@ -11,6 +11,7 @@
 
 #include "backend/ops.h"
 #include "data/batch.h"
+#include "data/eval_set.h"
 #include "dist/communicator.h"
 #include "model/bert_model.h"
 #include "optim/loss_scaler.h"
@@ -60,6 +61,7 @@ class Session {
   StepStats optimizer_step();
   // batch == nullptr: draw accumulation_steps micro-batches from the session's data source.
   StepStats step(const BatchView* batch);
+  // batch == nullptr: the whole evaluation set, split across ranks (COLLECTIVE then).
   EvalStats eval(const BatchView* batch);
   void allreduce_host(float* data, int64_t n, ReduceOp op);
 
@@ -93,6 +95,7 @@ class Session {
   void run_step_micro_batches(const BatchView* batch);
   void clip_local_gradient();
   void measure_token_imbalance();
+  ForwardStats eval_whole_set();
   template <typename F>
   auto abortable(F&& body) -> decltype(body());
 
@@ -103,8 +106,7 @@ class Session {
   std::unique_ptr<BertModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataSource> train_data_;
-  std::unique_ptr<DataSource> eval_data_;  // bert_eval without a batch; rewound to eval_start_
-  nlohmann::json eval_start_;
+  std::unique_ptr<EvalSet> eval_set_;  // bert_eval without a batch; read at the first evaluation
   std::unique_ptr<GradientSync> sync_;
   LossScaler scaler_;
   LrSchedule schedule_;

@@ -16,6 +16,8 @@ void parse_train(JsonReader r, TrainConfig& t) {
   t.micro_batch = static_cast<int>(r.get_int("micro_batch", t.micro_batch, 1, 1 << 16));
   t.accumulation_steps = static_cast<int>(r.get_int("accumulation_steps", t.accumulation_steps, 1, 1 << 16));
   t.steps = r.get_int("steps", t.steps, 1, std::numeric_limits<int64_t>::max() / 2);
+  t.global_batch = r.get_int("global_batch", t.global_batch, 0, std::numeric_limits<int32_t>::max());
+  t.accumulation_given = r.has("accumulation_steps");
   t.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(t.seed), 0, std::numeric_limits<int64_t>::max()));
   t.threads = static_cast<int>(r.get_int("threads", t.threads, 0, 4096));
   t.lr = r.get_number("lr", t.lr, 0.0, 1e3);
@@ -48,6 +50,12 @@ void parse_train(JsonReader r, TrainConfig& t) {
   t.recompute_gelu = r.get_bool("recompute_gelu", t.recompute_gelu);
   t.recompute_attention = r.get_bool("recompute_attention", t.recompute_attention);
   t.log_every = static_cast<int>(r.get_int("log_every", t.log_every, 1, kIntMax));
+  t.eval_every = r.get_int("eval_every", t.eval_every, 0, std::numeric_limits<int64_t>::max());
+  t.eval_every_samples = r.get_int("eval_every_samples", t.eval_every_samples, 0, std::numeric_limits<int64_t>::max());
+  if (t.eval_every > 0 && t.eval_every_samples > 0) {
+    fail(Code::config, "config keys 'train.eval_every' and 'train.eval_every_samples' exclude each other");
+  }
+  t.target_mlm_accuracy = r.get_number("target_mlm_accuracy", t.target_mlm_accuracy, 0.0, 1.0);
   t.dropout = r.get_bool("dropout", t.dropout);
   t.phase = static_cast<int>(r.get_int("phase", t.phase, 1, 2));
   t.init_checkpoint = r.get_string("init_checkpoint", t.init_checkpoint);
@@ -63,11 +71,16 @@ void parse_data(JsonReader r, DataConfig& d) {
   d.max_predictions_per_seq =
       static_cast<int>(r.get_int("max_predictions_per_seq", d.max_predictions_per_seq, 0, 1 << 16));
   d.eval_batches = static_cast<int>(r.get_int("eval_batches", d.eval_batches, 1, kIntMax));
+  d.eval_samples = r.get_int("eval_samples", d.eval_samples, 0, std::numeric_limits<int64_t>::max());
   d.skip_bad_shards = r.get_bool("skip_bad_shards", d.skip_bad_shards);
   d.unpad = r.get_bool("unpad", d.unpad);
   d.bucket_bins = static_cast<int>(r.get_int("bucket_bins", d.bucket_bins, 0, 1 << 16));
   d.balance_ranks = r.get_bool("balance_ranks", d.balance_ranks);
+  d.length_bins = r.get_bool("length_bins", d.length_bins);
   r.finish();
+  if (d.length_bins && (d.source != "hdf5" || d.bucket_bins > 0)) {
+    fail(Code::config, "config key 'data.length_bins' needs HDF5 shards in data.train_dir and excludes data.bucket_bins");
+  }
   if (d.source == "hdf5" && d.train_dir.empty()) {
     fail(Code::config, "config key 'data.train_dir' is required when data.source is \"hdf5\"");
   }
@@ -89,6 +102,16 @@ void parse_dist(JsonReader r, DistConfig& d) {
   r.finish();
 }
 
+void parse_log(JsonReader r, LogConfig& l) {
+  l.metrics = r.get_string("metrics", l.metrics);
+  l.mlperf = r.get_string("mlperf", l.mlperf);
+  l.submission_org = r.get_string("submission_org", l.submission_org);
+  l.submission_platform = r.get_string("submission_platform", l.submission_platform);
+  l.submission_division = r.get_choice("submission_division", l.submission_division, {"closed", "open"});
+  l.submission_status = r.get_choice("submission_status", l.submission_status, {"onprem", "cloud", "research", "preview"});
+  r.finish();
+}
+
 }  // namespace
 
 SessionConfig parse_session_config(const std::string& text) {
@@ -105,6 +128,7 @@ SessionConfig parse_session_config(const std::string& text) {
   parse_data(r.object("data"), c.data);
   parse_checkpoint(r.object("checkpoint"), c.checkpoint);
   parse_dist(r.object("dist"), c.dist);
+  parse_log(r.object("log"), c.log);
   c.device = r.get_string("device", c.device);
   if (c.device != "cpu" && c.device != "cuda" && c.device.rfind("cuda:", 0) != 0) {
     fail(Code::config, "config key 'device' = \"", c.device, "\" is not one of: cpu, cuda, cuda:N");
@@ -138,6 +162,7 @@ nlohmann::json SessionConfig::to_json() const {
       {"train",
        {{"micro_batch", train.micro_batch},
         {"accumulation_steps", train.accumulation_steps},
+        {"global_batch", train.global_batch},
         {"steps", train.steps},
         {"seed", train.seed},
         {"threads", train.threads},
@@ -162,6 +187,9 @@ nlohmann::json SessionConfig::to_json() const {
         {"recompute_gelu", train.recompute_gelu},
         {"recompute_attention", train.recompute_attention},
         {"log_every", train.log_every},
+        {"eval_every", train.eval_every},
+        {"eval_every_samples", train.eval_every_samples},
+        {"target_mlm_accuracy", train.target_mlm_accuracy},
         {"dropout", train.dropout},
         {"phase", train.phase},
         {"init_checkpoint", train.init_checkpoint}}},
@@ -173,10 +201,12 @@ nlohmann::json SessionConfig::to_json() const {
         {"max_seq_length", data.max_seq_length},
         {"max_predictions_per_seq", data.max_predictions_per_seq},
         {"eval_batches", data.eval_batches},
+        {"eval_samples", data.eval_samples},
         {"skip_bad_shards", data.skip_bad_shards},
         {"unpad", data.unpad},
         {"bucket_bins", data.bucket_bins},
-        {"balance_ranks", data.balance_ranks}}},
+        {"balance_ranks", data.balance_ranks},
+        {"length_bins", data.length_bins}}},
       {"checkpoint",
        {{"dir", checkpoint.dir},
         {"every", checkpoint.every},
@@ -187,6 +217,13 @@ nlohmann::json SessionConfig::to_json() const {
         {"clip_per_rank", dist.clip_per_rank},
         {"bucket_mb", dist.bucket_mb},
         {"wire_precision", dist.wire_precision}}},
+      {"log",
+       {{"metrics", log.metrics},
+        {"mlperf", log.mlperf},
+        {"submission_org", log.submission_org},
+        {"submission_platform", log.submission_platform},
+        {"submission_division", log.submission_division},
+        {"submission_status", log.submission_status}}},
       {"device", device},
   };
 }

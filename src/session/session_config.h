@@ -17,6 +17,10 @@ namespace bert {
 struct TrainConfig {
   int micro_batch = 8;
   int accumulation_steps = 1;
+  // > 0: sequences per optimizer step over all ranks (DLE's batch size); the session derives
+  // accumulation_steps = global_batch / (micro_batch x world size) and fails when it does not divide.
+  int64_t global_batch = 0;
+  bool accumulation_given = false;  // accumulation_steps was in the config (checked against global_batch)
   int64_t steps = 100;
   uint64_t seed = 12345;
   int threads = 0;  // 0: all cores
@@ -30,6 +34,9 @@ struct TrainConfig {
   bool recompute_gelu = false;       // recompute the GELU output in backward instead of keeping it
   bool recompute_attention = false;  // recompute attention probabilities in backward
   int log_every = 10;
+  int64_t eval_every = 0;          // bert-train evaluates every N steps (0: at the end only)
+  int64_t eval_every_samples = 0;  // ... or each time this many more training samples were seen (MLPerf)
+  double target_mlm_accuracy = 0;  // bert-train stops once an evaluation reaches it (0: never)
   bool dropout = true;  // false: train without dropout (tests, debugging)
   int phase = 1;                 // 1 or 2 (DLE's two-phase recipe), recorded in checkpoints
   std::string init_checkpoint;   // weights to start from (phase 2, continued pretraining)
@@ -40,10 +47,12 @@ struct DataConfig {
   std::string train_dir, eval_dir, format = "auto";
   int max_seq_length = 128;
   int max_predictions_per_seq = 20;
-  int eval_batches = 4;  // synthetic eval
+  int eval_batches = 4;     // synthetic eval
+  int64_t eval_samples = 0; // eval_dir: evaluate the first N sequences (0: all of them)
   bool skip_bad_shards = false;
   bool unpad = true;  // drop padding tokens from the computation
   int bucket_bins = 0;
+  bool length_bins = false;  // train_dir holds bin_0.. (bert-prep bins); all ranks draw the same bin per batch
   bool balance_ranks = false;  // exchange samples so ranks get similar token counts (own data only)
 };
 
@@ -63,12 +72,21 @@ struct DistConfig {
   std::string wire_precision = "fp32";  // "fp32", "bf16" or "fp16": gradients on the wire
 };
 
+// Run logs written by bert-train on rank 0 (the session itself ignores them).
+struct LogConfig {
+  std::string metrics;  // DLLogger-style JSON lines per logged step and per evaluation
+  std::string mlperf;   // MLPerf :::MLLOG lines
+  std::string submission_org = "bertengine", submission_platform, submission_division = "closed",
+              submission_status = "research";
+};
+
 struct SessionConfig {
   BertConfig model;
   TrainConfig train;
   DataConfig data;
   CheckpointConfig checkpoint;
   DistConfig dist;
+  LogConfig log;
   std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N"
   nlohmann::json to_json() const;
 };

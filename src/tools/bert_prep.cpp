@@ -4,11 +4,14 @@
 //   shards    create_pretraining_data: text -> DLE (or MLPerf variable-length) HDF5 shards
 //   from-tfrecord  TFRecords of tf.train.Example (Google / MLPerf) -> DLE or MLPerf shards
 //   inspect   statistics and decoded samples of a shard
+//   bins      split existing shards into length bins (Samsung's MLPerf recipe)
+//   eval-set  a fixed number of sequences drawn from held-out shards (MLPerf's eval set)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -20,6 +23,7 @@
 #include "data/progress.h"
 #include "data/shard_builder.h"
 #include "data/shard_inspect.h"
+#include "data/shard_rewrite.h"
 #include "data/text_corpus.h"
 #include "data/tfrecord_shards.h"
 #include "data/tokenizer.h"
@@ -55,6 +59,12 @@ commands:
       --format dle|mlperf (dle)  --gzip LEVEL (1; 0 = none)  --overwrite
   inspect --vocab FILE SHARD...           counts, length histogram, masking, decoded samples
       --samples K (3)
+  bins --output DIR SHARDS...             split shards into length bins: DIR/bin_<b>/<name>
+      --bins N (4)  --max-seq-length N (512)  --max-predictions N (80)
+      --format dle|mlperf (dle)  --input-format auto|dle|mlperf|mlperf_packed  --gzip LEVEL  --overwrite
+  eval-set --samples N --output FILE SHARDS...   N sequences drawn at random from held-out shards
+      --seed N (12345)  --max-seq-length N (512)  --max-predictions N (80)
+      --format dle|mlperf (dle)  --input-format ...  --gzip LEVEL  --overwrite
 
 INPUT directories are searched recursively for *.txt files.
 )";
@@ -401,6 +411,55 @@ int cmd_from_tfrecord(int argc, char** argv) {
   return 0;
 }
 
+// Options shared by the commands that rewrite existing shards (bins, eval-set).
+ShardRewriteOptions rewrite_options(const Args& args) {
+  ShardRewriteOptions o;
+  o.limits.max_seq_length = static_cast<int>(args.integer("max-seq-length", 512));
+  o.limits.max_predictions_per_seq = static_cast<int>(args.integer("max-predictions", 80));
+  o.limits.vocab_size = std::numeric_limits<int32_t>::max();  // ids are copied, not interpreted
+  if (o.limits.max_seq_length < 2 || o.limits.max_predictions_per_seq < 1) {
+    fail(Code::invalid_argument, "--max-seq-length must be >= 2 and --max-predictions >= 1");
+  }
+  o.format = args.str("input-format", "auto");
+  const std::string format = args.str("format", "dle");
+  if (format != "dle" && format != "mlperf") fail(Code::invalid_argument, "--format must be 'dle' or 'mlperf', got '", format, "'");
+  o.write.format = format == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
+  o.write.gzip_level = static_cast<int>(args.integer("gzip", 1));
+  if (o.write.gzip_level < 0 || o.write.gzip_level > 9) fail(Code::invalid_argument, "--gzip must be in [0, 9]");
+  o.overwrite = args.flag("overwrite");
+  return o;
+}
+
+int cmd_bins(int argc, char** argv) {
+  Args args(argc, argv, {"output", "bins", "max-seq-length", "max-predictions", "format", "input-format", "gzip"},
+            {"overwrite"}, "bins");
+  const ShardRewriteOptions o = rewrite_options(args);
+  const std::string output = args.required("output");
+  const int bins = static_cast<int>(args.integer("bins", 4));
+  const LengthBinSummary s = split_length_bins(args.positional(), output, bins, o);
+  std::printf("bins: %llu shards split into %d length bins under %s\n", static_cast<unsigned long long>(s.files), bins,
+              output.c_str());
+  for (int b = 0; b < bins; ++b) {
+    std::printf("  bin_%d: lengths %d-%d: %llu sequences\n", b, b * o.limits.max_seq_length / bins + 1,
+                (b + 1) * o.limits.max_seq_length / bins, static_cast<unsigned long long>(s.per_bin[static_cast<size_t>(b)]));
+  }
+  return 0;
+}
+
+int cmd_eval_set(int argc, char** argv) {
+  Args args(argc, argv, {"output", "samples", "seed", "max-seq-length", "max-predictions", "format", "input-format", "gzip"},
+            {"overwrite"}, "eval-set");
+  const ShardRewriteOptions o = rewrite_options(args);
+  const std::string output = args.required("output");
+  const long long samples = args.integer("samples", 10000), seed = args.integer("seed", 12345);
+  if (samples < 1 || seed < 0) fail(Code::invalid_argument, "--samples must be positive and --seed >= 0");
+  const uint64_t n = pick_eval_samples(args.positional(), output, static_cast<uint64_t>(samples),
+                                       static_cast<uint64_t>(seed), o);
+  std::printf("eval-set: %llu sequences in %s%s\n", static_cast<unsigned long long>(n), output.c_str(),
+              n < static_cast<uint64_t>(samples) ? " (all the inputs hold)" : "");
+  return 0;
+}
+
 int cmd_inspect(int argc, char** argv) {
   Args args(argc, argv, {"vocab", "samples", "bins"}, {}, "inspect");
   if (args.positional().empty()) fail(Code::invalid_argument, "bert-prep inspect needs a shard file");
@@ -426,6 +485,8 @@ int main(int argc, char** argv) {
     if (command == "shards") return cmd_shards(argc, argv);
     if (command == "from-tfrecord") return cmd_from_tfrecord(argc, argv);
     if (command == "inspect") return cmd_inspect(argc, argv);
+    if (command == "bins") return cmd_bins(argc, argv);
+    if (command == "eval-set") return cmd_eval_set(argc, argv);
     std::fprintf(stderr, "bert-prep: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const bert::Error& e) {

@@ -1,24 +1,36 @@
-// bert-train: pretrains BERT from a JSON config through the C ABI, with a progress line
-// (step/total, loss, lr, sequences/s, ETA), periodic and final checkpoints, and a non-zero exit
-// with the engine's message on any error. SIGTERM/SIGINT make it checkpoint at the next step
-// boundary and exit (schedulers send SIGTERM before killing a job); --resume continues from
-// the newest valid checkpoint in checkpoint.dir.
+// bert-train: pretrains BERT from one JSON config, or from several run one after the other
+// (phase 1 then phase 2: each later phase starts from the previous phase's final weights with a
+// fresh step, schedule and data cursor), through the C ABI. It prints a progress line
+// (step/total, loss, lr, sequences/s, ETA), evaluates the whole eval set every train.eval_every
+// steps (or train.eval_every_samples samples) and at the end, stops a phase once an evaluation
+// reaches train.target_mlm_accuracy, writes periodic and final checkpoints, a metrics log
+// (log.metrics) and an MLPerf log (log.mlperf) on rank 0, and exits non-zero with the engine's
+// message on any error. SIGTERM/SIGINT make it checkpoint at the next step boundary and exit;
+// --resume continues from the newest valid checkpoint; --steps-this-run N checkpoints and exits
+// after N steps of this invocation without changing the schedule.
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "bert.h"
+#include "metrics_log.h"
+#include "mlperf_log.h"
 #include "tool_common.h"
 
 namespace {
+
+using bert_tools::failed;
+using Clock = std::chrono::steady_clock;
 
 volatile sig_atomic_t stop_signal = 0;
 
@@ -26,11 +38,17 @@ void on_stop_signal(int sig) { stop_signal = sig; }
 
 void usage() {
   std::fprintf(stderr,
-               "usage: bert-train CONFIG.json [--steps N] [--output FILE.h5] [--resume] [--loss-log FILE] [--quiet]\n"
-               "  Trains for train.steps (or N) optimizer steps. With checkpoint.dir set, writes\n"
+               "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
+               "                  [--resume] [--loss-log FILE] [--quiet]\n"
+               "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
+               "  each later one starts from the previous one's final checkpoint (its train.init_checkpoint\n"
+               "  unless set) with a fresh step, schedule and data cursor. With checkpoint.dir set, writes\n"
                "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
-               "  continues from the newest valid one. The final checkpoint goes to FILE.h5\n"
-               "  (default: <checkpoint.dir>/final.h5, or bert_final.h5 when no dir is configured).\n"
+               "  continues from the newest valid one (a phase whose final checkpoint exists is skipped).\n"
+               "  --steps-this-run stops (checkpoint written, exit 0) after N steps of this invocation.\n"
+               "  The final checkpoint of a phase goes to <checkpoint.dir>/final.h5 (bert_final.h5 without\n"
+               "  a dir; --output FILE.h5 for the last phase). train.eval_every / eval_every_samples evaluate\n"
+               "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
                "  --loss-log appends 'step loss' per step with every digit of the float.\n");
 }
 
@@ -38,86 +56,441 @@ void log_to_stderr(bert_log_level level, const char* message, void*) {
   if (level >= BERT_LOG_INFO) std::fprintf(stderr, "[bertengine] %s\n", message);
 }
 
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Options {
+  std::vector<std::string> configs;
+  std::string output, loss_log_path;
+  long long steps_override = -1;
+  long long steps_this_run = -1;  // -1: no limit
+  bool quiet = false, resume = false;
+};
+
+enum class Outcome { completed, target_reached, step_budget_spent, signalled, failed };
+
+// One phase: a session from one config, trained to its end, its target, or this run's budget.
+class PhaseRun {
+ public:
+  // `notes`: lines rank 0 prints once the session knows which rank this is.
+  PhaseRun(const Options& options, const std::string& config_path, std::string text, std::string output,
+           FILE* loss_log, long long& steps_left, std::string notes)
+      : options_(options), config_path_(config_path), text_(std::move(text)), output_(std::move(output)),
+        loss_log_(loss_log), steps_left_(steps_left), notes_(std::move(notes)) {}
+  ~PhaseRun() { bert_session_destroy(session_); }
+
+  Outcome run();
+  int exit_code() const { return exit_code_; }
+  bool leader() const { return leader_; }
+
+ private:
+  bool setup();
+  bool eval_due(long long step) const;
+  bool evaluate(long long step, bert_eval_result& e);
+  void log_mlperf_header();
+  void log_progress(long long step, const bert_step_result& r);
+  Outcome finish(Outcome outcome, long long step);
+  Outcome fail(int code) {
+    exit_code_ = code;
+    return Outcome::failed;
+  }
+
+  const Options& options_;
+  const std::string config_path_;
+  std::string text_, output_;
+  FILE* loss_log_;
+  long long& steps_left_;
+  const std::string notes_;
+
+  bert_session* session_ = nullptr;
+  nlohmann::json resolved_;
+  bool leader_ = true, tty_ = false, has_eval_data_ = false;
+  int world_ = 1, phase_ = 1, log_every_ = 10;
+  long long total_ = 0, first_step_ = 1, every_ = 0, global_batch_ = 0;
+  long long eval_every_ = 0, eval_every_samples_ = 0;
+  double target_ = 0;
+  std::string dir_;
+  int exit_code_ = 0;
+  bert_tools::MetricsLog metrics_;
+  bert_tools::MlperfLog mlperf_;
+  Clock::time_point run_start_;
+  // Progress-line window.
+  double loss_sum_ = 0, mlm_sum_ = 0, nsp_sum_ = 0, window_seconds_ = 0;
+  long long window_steps_ = 0, window_sequences_ = 0, window_skipped_ = 0;
+  double window_tokens_ = 0;
+  bool eval_samples_logged_ = false;
+  long long block_first_samples_ = 0, block_samples_ = 0;
+  bool in_block_ = false;
+
+  void block_start();
+  void block_stop(long long samples);
+};
+
+// MLPerf blocks: the training between two evaluations.
+void PhaseRun::block_start() {
+  mlperf_.event("block_start", nullptr,
+                {{"first_epoch_num", block_first_samples_}, {"epoch_count", block_samples_}, {"samples_count", block_first_samples_}});
+  in_block_ = true;
+}
+
+void PhaseRun::block_stop(long long samples) {
+  if (!in_block_) return;
+  mlperf_.event("block_stop", nullptr, {{"first_epoch_num", block_first_samples_}, {"samples_count", samples}});
+  in_block_ = false;
+}
+
+bool PhaseRun::setup() {
+  if (!options_.quiet) bert_set_log_callback(log_to_stderr, nullptr);
+  if (failed(bert_session_create(text_.c_str(), nullptr, &session_), config_path_.c_str())) return false;
+  int rank = 0;
+  bert_session_rank(session_, &rank, &world_, nullptr);
+  leader_ = rank == 0;  // under mpirun/srun only rank 0 prints progress and writes logs
+  if (leader_) std::fputs(notes_.c_str(), stdout);
+  resolved_ = nlohmann::json::parse(bert_session_config(session_));
+  const nlohmann::json& t = resolved_["train"];
+  total_ = t["steps"].get<long long>();
+  phase_ = t["phase"].get<int>();
+  log_every_ = t["log_every"].get<int>();
+  eval_every_ = t["eval_every"].get<long long>();
+  eval_every_samples_ = t["eval_every_samples"].get<long long>();
+  target_ = t["target_mlm_accuracy"].get<double>();
+  global_batch_ = static_cast<long long>(t["micro_batch"].get<int>()) * t["accumulation_steps"].get<int>() * world_;
+  every_ = resolved_["checkpoint"]["every"].get<long long>();
+  dir_ = resolved_["checkpoint"]["dir"].get<std::string>();
+  has_eval_data_ = resolved_["data"]["source"] == "synthetic" || !resolved_["data"]["eval_dir"].get<std::string>().empty();
+  if (output_.empty()) output_ = dir_.empty() ? "bert_final.h5" : dir_ + "/final.h5";
+  tty_ = isatty(fileno(stdout));
+  if (target_ > 0 && !has_eval_data_) {
+    std::fprintf(stderr, "error: %s: train.target_mlm_accuracy needs evaluation data: set data.eval_dir\n",
+                 config_path_.c_str());
+    exit_code_ = 2;
+    return false;
+  }
+  if ((options_.resume || options_.steps_this_run >= 0) && dir_.empty()) {
+    std::fprintf(stderr, "error: %s: %s needs checkpoint.dir in the config\n", config_path_.c_str(),
+                 options_.resume ? "--resume" : "--steps-this-run");
+    exit_code_ = 2;
+    return false;
+  }
+  if (leader_) {
+    const nlohmann::json& log = resolved_["log"];
+    for (const char* key : {"metrics", "mlperf"}) {
+      const std::string path = log[key].get<std::string>();
+      if (!(key == std::string("metrics") ? metrics_.open(path) : mlperf_.open(path))) {
+        std::fprintf(stderr, "error: config key 'log.%s': cannot open '%s' for writing\n", key, path.c_str());
+        exit_code_ = 2;
+        return false;
+      }
+    }
+  }
+  log_mlperf_header();
+  if (options_.resume) {
+    int64_t resumed = -1;
+    if (failed(bert_checkpoint_resume(session_, nullptr, &resumed), "resume")) return false;
+    if (resumed >= 0) {
+      if (leader_) std::printf("resumed from step %lld\n", static_cast<long long>(resumed));
+      first_step_ = resumed + 1;
+    } else if (leader_) {
+      std::printf("no valid checkpoint in %s: starting from step 0\n", dir_.c_str());
+    }
+  }
+  metrics_.metadata("loss", {{"unit", "nat"}});
+  metrics_.metadata("sequences_per_second", {{"unit", "sequences/s"}});
+  metrics_.metadata("tokens_per_second", {{"unit", "tokens/s"}});
+  metrics_.metadata("eval_mlm_accuracy", {{"unit", "fraction"}});
+  metrics_.metadata("e2e_train_time", {{"unit", "s"}});
+  return true;
+}
+
+// The keys and hyperparameters MLPerf Training's BERT rules require before run_start.
+void PhaseRun::log_mlperf_header() {
+  if (!mlperf_.enabled()) return;
+  const nlohmann::json& t = resolved_["train"];
+  const nlohmann::json& log = resolved_["log"];
+  std::string platform = log["submission_platform"].get<std::string>();
+  if (platform.empty()) platform = std::to_string(world_) + "x" + resolved_["device"].get<std::string>();
+  // The page cache is the launcher's to clear (it needs root); the key records that it was not done here.
+  mlperf_.event("cache_clear", false);
+  mlperf_.event("init_start");
+  mlperf_.event("submission_benchmark", "bert");
+  mlperf_.event("submission_org", log["submission_org"]);
+  mlperf_.event("submission_division", log["submission_division"]);
+  mlperf_.event("submission_status", log["submission_status"]);
+  mlperf_.event("submission_platform", platform);
+  mlperf_.event("seed", t["seed"]);
+  mlperf_.event("global_batch_size", global_batch_);
+  mlperf_.event("d_batch_size", t["micro_batch"]);
+  mlperf_.event("gradient_accumulation_steps", t["accumulation_steps"]);
+  mlperf_.event("max_sequence_length", resolved_["data"]["max_seq_length"]);
+  mlperf_.event("max_predictions_per_seq", resolved_["data"]["max_predictions_per_seq"]);
+  mlperf_.event("opt_name", t["optimizer"]);
+  mlperf_.event("opt_base_learning_rate", t["lr"]);
+  mlperf_.event("opt_lamb_epsilon", t["eps"]);
+  mlperf_.event("opt_lamb_beta_1", t["beta1"]);
+  mlperf_.event("opt_lamb_beta_2", t["beta2"]);
+  mlperf_.event("opt_lamb_weight_decay_rate", t["weight_decay"]);
+  mlperf_.event("opt_learning_rate_training_steps", total_);
+  const long long warmup = std::llround(t["warmup_proportion"].get<double>() * static_cast<double>(total_));
+  mlperf_.event("opt_learning_rate_warmup_steps", warmup);
+  mlperf_.event("num_warmup_steps", warmup);
+  mlperf_.event("start_warmup_step", 0);
+  mlperf_.event("opt_lamb_learning_rate_decay_poly_power", t["decay_degree"]);
+  mlperf_.event("init_stop");
+}
+
+bool PhaseRun::eval_due(long long step) const {
+  if (!has_eval_data_) return false;
+  if (eval_every_ > 0) return step % eval_every_ == 0;
+  if (eval_every_samples_ > 0) {  // MLPerf: each time another eval_every_samples samples were seen
+    return step * global_batch_ / eval_every_samples_ > (step - 1) * global_batch_ / eval_every_samples_;
+  }
+  return false;
+}
+
+bool PhaseRun::evaluate(long long step, bert_eval_result& e) {
+  const long long samples = step * global_batch_;
+  block_stop(samples);
+  mlperf_.event("eval_start", nullptr, {{"epoch_num", samples}});
+  bert_eval_result_init(&e);
+  const auto t0 = Clock::now();
+  if (failed(bert_eval(session_, nullptr, &e), "bert_eval")) return false;
+  const double seconds = seconds_since(t0);
+  mlperf_.event("eval_stop", nullptr, {{"epoch_num", samples}});
+  if (!eval_samples_logged_) {
+    mlperf_.event("eval_samples", e.sequences);
+    eval_samples_logged_ = true;
+  }
+  mlperf_.event("eval_accuracy", e.mlm_accuracy, {{"epoch_num", samples}});
+  metrics_.log(nlohmann::json::array({phase_, step}),
+               {{"samples", samples},
+                {"eval_mlm_accuracy", e.mlm_accuracy},
+                {"eval_mlm_loss", e.mlm_loss},
+                {"eval_nsp_accuracy", e.nsp_accuracy},
+                {"eval_nsp_loss", e.nsp_loss},
+                {"eval_sequences", e.sequences},
+                {"eval_seconds", seconds}});
+  if (leader_) {
+    std::printf("%seval: step %lld: %lld sequences, %lld masked tokens: mlm accuracy %.4f, mlm loss %.4f, nsp accuracy %.4f (%.1f s)\n",
+                tty_ ? "\n" : "", step, static_cast<long long>(e.sequences), static_cast<long long>(e.masked_tokens),
+                e.mlm_accuracy, e.mlm_loss, e.nsp_accuracy, seconds);
+    std::fflush(stdout);
+  }
+  block_first_samples_ = samples;
+  return true;
+}
+
+void PhaseRun::log_progress(long long step, const bert_step_result& r) {
+  loss_sum_ += r.loss;
+  mlm_sum_ += r.mlm_loss;
+  nsp_sum_ += r.nsp_loss;
+  window_seconds_ += r.step_seconds;
+  window_sequences_ += r.sequences;
+  window_tokens_ += r.tokens_per_second * r.step_seconds;
+  window_skipped_ += r.skipped;
+  ++window_steps_;
+  const bool window_end = step % log_every_ == 0 || step == total_;
+  if (window_end) {
+    // Throughput of the world: this rank's measured rate times the number of ranks.
+    const double seq_per_s = window_seconds_ > 0 ? world_ * window_sequences_ / window_seconds_ : 0.0;
+    const double tok_per_s = window_seconds_ > 0 ? world_ * window_tokens_ / window_seconds_ : 0.0;
+    metrics_.log(nlohmann::json::array({phase_, step}),
+                 {{"samples", step * global_batch_},
+                  {"loss", loss_sum_ / window_steps_},
+                  {"mlm_loss", mlm_sum_ / window_steps_},
+                  {"nsp_loss", nsp_sum_ / window_steps_},
+                  {"learning_rate", r.learning_rate},
+                  {"loss_scale", r.loss_scale},
+                  {"skipped", window_skipped_},
+                  {"sequences_per_second", seq_per_s},
+                  {"tokens_per_second", tok_per_s}});
+  }
+  if (!options_.quiet && leader_ && (window_end || tty_)) {
+    const double elapsed = seconds_since(run_start_);
+    const double eta = elapsed / static_cast<double>(step - first_step_ + 1) * static_cast<double>(total_ - step);
+    std::printf("%sstep %lld/%lld  loss %.4f (mlm %.4f nsp %.4f)  lr %.3e  %.1f seq/s  ETA %s%s", tty_ ? "\r" : "", step,
+                total_, loss_sum_ / window_steps_, mlm_sum_ / window_steps_, nsp_sum_ / window_steps_, r.learning_rate,
+                r.sequences_per_second, bert_tools::format_duration(eta).c_str(), tty_ && !window_end ? "   " : "\n");
+    std::fflush(stdout);
+  }
+  if (step % log_every_ == 0) {
+    loss_sum_ = mlm_sum_ = nsp_sum_ = window_seconds_ = window_tokens_ = 0;
+    window_steps_ = window_sequences_ = window_skipped_ = 0;
+  }
+}
+
+Outcome PhaseRun::run() {
+  if (!setup()) return fail(exit_code_ ? exit_code_ : 1);
+  run_start_ = Clock::now();
+  mlperf_.event("run_start");
+  block_first_samples_ = (first_step_ - 1) * global_batch_;
+  block_samples_ = eval_every_ > 0 ? eval_every_ * global_batch_
+                   : eval_every_samples_ > 0 ? eval_every_samples_ : (total_ - first_step_ + 1) * global_batch_;
+  block_start();
+
+  bert_step_result r;
+  bert_step_result_init(&r);
+  bert_eval_result e;
+  bert_eval_result_init(&e);
+  bool evaluated_last = false;
+  for (long long step = first_step_; step <= total_; ++step) {
+    if (failed(bert_step(session_, nullptr, &r), "bert_step")) return fail(1);
+    if (loss_log_) {
+      std::fprintf(loss_log_, "%lld %.9g\n", step, r.loss);
+      std::fflush(loss_log_);
+    }
+    if (r.skipped && leader_) {
+      std::printf("%sstep %lld skipped: gradients overflowed at loss scale %g\n", tty_ ? "\n" : "", step,
+                  static_cast<double>(r.loss_scale));
+    }
+    log_progress(step, r);
+    evaluated_last = false;
+    if (eval_due(step)) {
+      if (!evaluate(step, e)) return fail(1);
+      evaluated_last = true;
+      if (target_ > 0 && e.mlm_accuracy >= target_) return finish(Outcome::target_reached, step);
+      if (step != total_) block_start();
+    }
+    if (steps_left_ > 0) --steps_left_;
+    const bool stopping = stop_signal != 0;
+    const bool budget_spent = steps_left_ == 0 && step != total_;
+    if (!dir_.empty() && ((every_ > 0 && step % every_ == 0 && step != total_) || stopping || budget_spent)) {
+      if (failed(bert_checkpoint(session_, nullptr), "checkpoint")) {
+        if (!stopping && !budget_spent) continue;  // a failed save keeps earlier checkpoints; training goes on
+        return fail(1);
+      }
+    }
+    if (stopping) {
+      if (leader_) {
+        std::printf("\nstopped by signal %d at step %lld%s\n", static_cast<int>(stop_signal), step,
+                    dir_.empty() ? " (no checkpoint.dir: state not saved)" : "; checkpoint written");
+      }
+      exit_code_ = 128 + stop_signal;
+      return Outcome::signalled;
+    }
+    if (budget_spent) {
+      if (leader_) {
+        std::printf("stopped after %lld steps of this run at step %lld/%lld; checkpoint written to %s (rerun with --resume)\n",
+                    options_.steps_this_run, step, total_, dir_.c_str());
+      }
+      return Outcome::step_budget_spent;
+    }
+  }
+  if (has_eval_data_ && !evaluated_last && !evaluate(total_, e)) return fail(1);
+  return finish(target_ > 0 && e.mlm_accuracy >= target_ ? Outcome::target_reached : Outcome::completed, total_);
+}
+
+// The end of a phase: final checkpoint, run_stop and the time to train.
+Outcome PhaseRun::finish(Outcome outcome, long long step) {
+  const double time_to_train = seconds_since(run_start_);
+  const bool success = target_ <= 0 || outcome == Outcome::target_reached;
+  if (!eval_samples_logged_) mlperf_.event("eval_samples", 0);
+  mlperf_.event("train_samples", step * global_batch_);
+  block_stop(step * global_batch_);
+  mlperf_.event("run_stop", nullptr, {{"status", success ? "success" : "aborted"}, {"epoch_num", step * global_batch_}});
+  metrics_.log(nlohmann::json::array(), {{"e2e_train_time", time_to_train},
+                                          {"steps", step},
+                                          {"samples", step * global_batch_},
+                                          {"target_reached", outcome == Outcome::target_reached}});
+  if (failed(bert_checkpoint(session_, output_.c_str()), output_.c_str())) return fail(1);
+  if (leader_) {
+    if (outcome == Outcome::target_reached) {
+      std::printf("target mlm accuracy %.4f reached at step %lld/%lld (%lld samples): time to train %.1f s\n", target_,
+                  step, total_, step * global_batch_, time_to_train);
+    } else if (target_ > 0) {
+      std::printf("target mlm accuracy %.4f not reached in %lld steps\n", target_, total_);
+    }
+    std::printf("done: %lld steps in %s, checkpoint written to %s\n", step,
+                bert_tools::format_duration(time_to_train).c_str(), output_.c_str());
+  }
+  return outcome;
+}
+
+bool parse_args(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto count = [&](long long& out) {
+      char* end = nullptr;
+      out = std::strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || out < 0) {
+        std::fprintf(stderr, "error: %s expects a non-negative integer, got '%s'\n", a.c_str(), argv[i]);
+        return false;
+      }
+      return true;
+    };
+    if (a == "--steps" && i + 1 < argc) {
+      if (!count(o.steps_override)) return false;
+    } else if (a == "--steps-this-run" && i + 1 < argc) {
+      if (!count(o.steps_this_run)) return false;
+    } else if (a == "--output" && i + 1 < argc) {
+      o.output = argv[++i];
+    } else if (a == "--loss-log" && i + 1 < argc) {
+      o.loss_log_path = argv[++i];
+    } else if (a == "--resume") {
+      o.resume = true;
+    } else if (a == "--quiet") {
+      o.quiet = true;
+    } else if (!a.empty() && a[0] != '-') {
+      o.configs.push_back(a);
+    } else {
+      std::fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
+      return false;
+    }
+  }
+  return !o.configs.empty();
+}
+
+// The config text of phase `index`: --steps applied, and a later phase starting from the
+// previous phase's final checkpoint unless it names its own train.init_checkpoint.
+std::string phase_config(const Options& o, const std::string& path, const std::string& previous_final) {
+  std::string text = bert_tools::read_file_or_exit(path);
+  if (o.steps_override <= 0 && previous_final.empty()) return text;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return text;  // the session reports the JSON error with its position
+  if (o.steps_override > 0) j["train"]["steps"] = o.steps_override;
+  if (!previous_final.empty() && !(j.contains("train") && j["train"].contains("init_checkpoint"))) {
+    j["train"]["init_checkpoint"] = previous_final;
+  }
+  return j.dump();
+}
+
+// Where phase `path` writes its final checkpoint (read from its config without a session).
+std::string phase_output(const Options& o, const std::string& path, bool last) {
+  if (last && !o.output.empty()) return o.output;
+  nlohmann::json j = nlohmann::json::parse(bert_tools::read_file_or_exit(path), nullptr, false);
+  std::string dir;
+  if (j.is_object() && j.contains("checkpoint") && j["checkpoint"].contains("dir") && j["checkpoint"]["dir"].is_string()) {
+    dir = j["checkpoint"]["dir"].get<std::string>();
+  }
+  return dir.empty() ? "bert_final.h5" : dir + "/final.h5";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  using bert_tools::failed;
-  std::string config_path, output, loss_log_path;
-  long long steps_override = -1;
-  bool quiet = false, resume = false;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--steps" && i + 1 < argc) {
-      steps_override = std::atoll(argv[++i]);
-    } else if (a == "--output" && i + 1 < argc) {
-      output = argv[++i];
-    } else if (a == "--loss-log" && i + 1 < argc) {
-      loss_log_path = argv[++i];
-    } else if (a == "--resume") {
-      resume = true;
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "-h" || a == "--help") {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
       usage();
       return 0;
-    } else if (config_path.empty() && a[0] != '-') {
-      config_path = a;
-    } else {
-      std::fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
-      usage();
-      return 2;
     }
   }
-  if (config_path.empty()) {
+  Options o;
+  if (!parse_args(argc, argv, o)) {
     usage();
     return 2;
   }
-
-  std::string text = bert_tools::read_file_or_exit(config_path);
-  if (steps_override > 0) {
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_object()) {
-      j["train"]["steps"] = steps_override;
-      text = j.dump();
-    }
-  }
-  if (!quiet) bert_set_log_callback(log_to_stderr, nullptr);
-  bert_session* session = nullptr;
-  if (failed(bert_session_create(text.c_str(), nullptr, &session), config_path.c_str())) return 1;
-
-  int rank = 0;
-  bert_session_rank(session, &rank, nullptr, nullptr);
-  const bool leader = rank == 0;  // under mpirun/srun only rank 0 prints progress
-  const nlohmann::json resolved = nlohmann::json::parse(bert_session_config(session));
-  const long long total = resolved["train"]["steps"].get<long long>();
-  const long long every = resolved["checkpoint"]["every"].get<long long>();
-  const std::string dir = resolved["checkpoint"]["dir"].get<std::string>();
-  const int log_every = resolved["train"]["log_every"].get<int>();
-  if (output.empty()) output = dir.empty() ? "bert_final.h5" : dir + "/final.h5";
-  const bool tty = isatty(fileno(stdout));
-  long long first_step = 1;
-  if (resume) {
-    if (dir.empty()) {
-      std::fprintf(stderr, "error: --resume needs checkpoint.dir in the config\n");
-      bert_session_destroy(session);
-      return 2;
-    }
-    int64_t resumed = -1;
-    if (failed(bert_checkpoint_resume(session, nullptr, &resumed), "resume")) {
-      bert_session_destroy(session);
-      return 1;
-    }
-    if (resumed >= 0) {
-      if (leader) std::printf("resumed from step %lld\n", static_cast<long long>(resumed));
-      first_step = resumed + 1;
-    } else if (leader) {
-      std::printf("no valid checkpoint in %s: starting from step 0\n", dir.c_str());
+  std::vector<std::string> outputs;
+  for (size_t i = 0; i < o.configs.size(); ++i) {
+    outputs.push_back(phase_output(o, o.configs[i], i + 1 == o.configs.size()));
+    for (size_t j = 0; j < i; ++j) {
+      if (outputs[j] == outputs[i]) {
+        std::fprintf(stderr, "error: phases %zu (%s) and %zu (%s) would both write their final checkpoint to %s: give them different checkpoint.dir\n",
+                     j + 1, o.configs[j].c_str(), i + 1, o.configs[i].c_str(), outputs[i].c_str());
+        return 2;
+      }
     }
   }
   FILE* loss_log = nullptr;
-  if (!loss_log_path.empty() && !(loss_log = std::fopen(loss_log_path.c_str(), "a"))) {
-    std::fprintf(stderr, "error: cannot open '%s' for writing\n", loss_log_path.c_str());
-    bert_session_destroy(session);
+  if (!o.loss_log_path.empty() && !(loss_log = std::fopen(o.loss_log_path.c_str(), "a"))) {
+    std::fprintf(stderr, "error: cannot open '%s' for writing\n", o.loss_log_path.c_str());
     return 2;
   }
   struct sigaction action = {};
@@ -125,75 +498,38 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
-  bert_step_result r;
-  bert_step_result_init(&r);
-  const auto t0 = std::chrono::steady_clock::now();
-  double loss_sum = 0, mlm_sum = 0, nsp_sum = 0;  // averaged over the log window
-  int loss_count = 0;
-  for (long long step = first_step; step <= total; ++step) {
-    if (failed(bert_step(session, nullptr, &r), "bert_step")) {
-      bert_session_destroy(session);
-      return 1;
+  long long steps_left = o.steps_this_run;
+  int code = 0;
+  bool leader = true;     // known once a session exists; until then every rank is its own leader
+  std::string notes;      // what the next phase's rank 0 prints first (skipped phases, the phase header)
+  std::string previous_final;
+  for (size_t i = 0; i < o.configs.size() && code == 0; ++i) {
+    const bool several = o.configs.size() > 1;
+    char line[1024];
+    if (steps_left == 0) {
+      if (leader) std::printf("stopped after %lld steps of this run before phase %zu (rerun with --resume)\n", o.steps_this_run, i + 1);
+      break;
     }
-    if (loss_log) {
-      std::fprintf(loss_log, "%lld %.9g\n", step, r.loss);
-      std::fflush(loss_log);
+    if (several && o.resume && i + 1 < o.configs.size() && std::filesystem::exists(outputs[i])) {
+      std::snprintf(line, sizeof line, "phase %zu of %zu (%s): already complete, its final checkpoint is %s\n", i + 1,
+                    o.configs.size(), o.configs[i].c_str(), outputs[i].c_str());
+      notes += line;
+      previous_final = outputs[i];
+      continue;
     }
-    loss_sum += r.loss;
-    mlm_sum += r.mlm_loss;
-    nsp_sum += r.nsp_loss;
-    ++loss_count;
-    if (r.skipped && leader) {
-      std::printf("%sstep %lld skipped: gradients overflowed at loss scale %g\n", tty ? "\n" : "", step,
-                  static_cast<double>(r.loss_scale));
+    if (several) {
+      std::snprintf(line, sizeof line, "== phase %zu of %zu: %s\n", i + 1, o.configs.size(), o.configs[i].c_str());
+      notes += line;
     }
-    if (!quiet && leader && (step % log_every == 0 || step == total || tty)) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = elapsed / (step - first_step + 1) * (total - step);
-      std::printf("%sstep %lld/%lld  loss %.4f (mlm %.4f nsp %.4f)  lr %.3e  %.1f seq/s  ETA %s%s",
-                  tty ? "\r" : "", step, total, loss_sum / loss_count, mlm_sum / loss_count, nsp_sum / loss_count, r.learning_rate,
-                  r.sequences_per_second, bert_tools::format_duration(eta).c_str(),
-                  tty && step % log_every != 0 && step != total ? "   " : "\n");
-      std::fflush(stdout);
-      if (step % log_every == 0) {
-        loss_sum = mlm_sum = nsp_sum = 0;
-        loss_count = 0;
-      }
-    }
-    const bool stopping = stop_signal != 0;
-    if (!dir.empty() && ((every > 0 && step % every == 0 && step != total) || stopping)) {
-      if (failed(bert_checkpoint(session, nullptr), "checkpoint")) {
-        if (!stopping) continue;  // a failed save keeps earlier checkpoints; training goes on
-        bert_session_destroy(session);
-        return 1;
-      }
-    }
-    if (stopping) {
-      if (leader) std::printf("\nstopped by signal %d at step %lld%s\n", static_cast<int>(stop_signal), step,
-                  dir.empty() ? " (no checkpoint.dir: state not saved)" : "; checkpoint written");
-      bert_session_destroy(session);
-      return 128 + stop_signal;
-    }
+    PhaseRun phase(o, o.configs[i], phase_config(o, o.configs[i], previous_final), outputs[i], loss_log, steps_left,
+                   notes);
+    notes.clear();
+    const Outcome outcome = phase.run();
+    leader = phase.leader();
+    if (outcome == Outcome::failed || outcome == Outcome::signalled) code = phase.exit_code();
+    if (outcome == Outcome::step_budget_spent) break;
+    previous_final = outputs[i];
   }
-  if (resolved["data"]["source"] == "synthetic" || !resolved["data"]["eval_dir"].get<std::string>().empty()) {
-    bert_eval_result e;
-    bert_eval_result_init(&e);
-    if (failed(bert_eval(session, nullptr, &e), "bert_eval")) {
-      bert_session_destroy(session);
-      return 1;
-    }
-    if (leader) std::printf("eval: %lld sequences, %lld masked tokens: mlm accuracy %.4f, mlm loss %.4f, nsp accuracy %.4f\n",
-                static_cast<long long>(e.sequences), static_cast<long long>(e.masked_tokens), e.mlm_accuracy,
-                e.mlm_loss, e.nsp_accuracy);
-  }
-  if (failed(bert_checkpoint(session, output.c_str()), output.c_str())) {
-    bert_session_destroy(session);
-    return 1;
-  }
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (leader) std::printf("done: %lld steps in %s, checkpoint written to %s\n", total, bert_tools::format_duration(elapsed).c_str(),
-              output.c_str());
   if (loss_log) std::fclose(loss_log);
-  bert_session_destroy(session);
-  return 0;
+  return code;
 }

@@ -83,6 +83,28 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(m.find("'train.fused_attention' = true needs device \"cuda\""), std::string::npos) << m;
 }
 
+TEST(Config, RunKeysThatCannotHoldTogether) {
+  std::string m = create_error(R"({"model": "bert-tiny", "train": {"micro_batch": 4, "global_batch": 10}})");
+  EXPECT_NE(m.find("'train.global_batch' = 10 is not a multiple of train.micro_batch (4) x world size (1) = 4"),
+            std::string::npos) << m;
+  m = create_error(R"({"model": "bert-tiny", "train": {"micro_batch": 4, "global_batch": 16, "accumulation_steps": 2}})");
+  EXPECT_NE(m.find("'train.accumulation_steps' = 2 contradicts train.global_batch = 16, which needs 4"), std::string::npos)
+      << m;
+  m = create_error(R"({"model": "bert-tiny", "train": {"eval_every": 5, "eval_every_samples": 100}})");
+  EXPECT_NE(m.find("'train.eval_every' and 'train.eval_every_samples' exclude each other"), std::string::npos) << m;
+  m = create_error(R"({"model": "bert-tiny", "train": {"target_mlm_accuracy": 1.5}})");
+  EXPECT_NE(m.find("'train.target_mlm_accuracy'"), std::string::npos) << m;
+  m = create_error(R"({"model": "bert-tiny", "data": {"length_bins": true}})");
+  EXPECT_NE(m.find("'data.length_bins' needs HDF5 shards"), std::string::npos) << m;
+  m = create_error(R"({"model": "bert-tiny", "log": {"submission_division": "closedish"}})");
+  EXPECT_NE(m.find("'log.submission_division'"), std::string::npos) << m;
+  // Consistent: global_batch = micro_batch x accumulation_steps on one rank.
+  bert_session* s = nullptr;
+  ASSERT_EQ(bert_session_create(R"({"model": "bert-tiny", "train": {"micro_batch": 4, "global_batch": 16,
+      "accumulation_steps": 4}, "data": {"max_seq_length": 32}})", nullptr, &s), BERT_OK) << bert_last_error();
+  bert_session_destroy(s);
+}
+
 TEST(Config, NullArguments) {
   bert_session* s = nullptr;
   EXPECT_EQ(bert_session_create(nullptr, nullptr, &s), BERT_ERR_INVALID_ARGUMENT);

@@ -235,6 +235,32 @@ TEST(Dist, ParametersStartIdenticalOnEveryRank) {
   bert_session_destroy(s);
 }
 
+TEST(Dist, TheWorldUsesRankZerosSeed) {
+  // The shard plan gives ranks disjoint files of one shuffle, which needs one seed: each rank's
+  // resolved config carries rank 0's.
+  bert_session* s = create(config(2, 1, ", \"seed\": " + std::to_string(7 + g_rank)), nullptr);
+  ASSERT_NE(s, nullptr);
+  EXPECT_NE(std::strstr(bert_session_config(s), "\"seed\":7,"), nullptr) << bert_session_config(s);
+  bert_session_destroy(s);
+}
+
+TEST(Dist, GlobalBatchDerivesAccumulationFromTheWorldSize) {
+  const std::string cfg = R"({"model": "bert-tiny", "train": {"micro_batch": 2, "global_batch": )" +
+                          std::to_string(2 * 3 * g_world) + R"(, "threads": 1}, "data": {"max_seq_length": 16,
+      "max_predictions_per_seq": 3}, "dist": {"timeout_s": 60}})";
+  bert_session* s = create(cfg, nullptr);
+  ASSERT_NE(s, nullptr);
+  EXPECT_NE(std::strstr(bert_session_config(s), "\"accumulation_steps\":3,"), nullptr) << bert_session_config(s);
+  bert_session_destroy(s);
+  const std::string odd = R"({"model": "bert-tiny", "train": {"micro_batch": 2, "global_batch": )" +
+                          std::to_string(2 * g_world + 1) + R"(}, "data": {"max_seq_length": 16,
+      "max_predictions_per_seq": 3}, "dist": {"timeout_s": 60}})";
+  bert_session* bad = nullptr;
+  EXPECT_EQ(bert_session_create(odd.c_str(), nullptr, &bad), BERT_ERR_CONFIG);
+  EXPECT_NE(std::strstr(bert_last_error(), "is not a multiple of train.micro_batch (2) x world size"), nullptr)
+      << bert_last_error();
+}
+
 TEST(Dist, PerRankClippingBoundsTheReducedGradient) {
   // max_grad_norm far below the gradient's norm: clipped per rank before the sum, the reduced
   // (averaged) gradient's norm cannot exceed it; clipped after, the reported norm is unclipped.

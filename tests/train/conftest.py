@@ -1,0 +1,5 @@
+"""pytest setup for tests/train: the test modules import train_helpers by name."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,98 @@
+"""The MLPerf log (log.mlperf) of a short run that reaches the closed-division BERT target
+(0.720) passes the official compliance checker: the mlperf-logging package from PyPI, installed
+into a venv in the build directory (skipped when it cannot be installed), run as
+`python -m mlperf_logging.compliance_checker --usage training --ruleset R LOG` with R the latest
+training ruleset whose closed division still lists BERT. A run that misses the target is
+logged as aborted and fails the checker."""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from train_helpers import BUILD, TRAIN, dominant_word_corpus, make_shards, needs_tools, run, tiny_model, write_config
+
+pytestmark = needs_tools
+VENV = os.path.join(BUILD or ".", "mlperf-logging-venv")
+
+
+@pytest.fixture(scope="module")
+def checker():
+    """(python of the venv, ruleset) for the compliance checker."""
+    python = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(python):
+        for base in ("/usr/bin/python3", sys.executable):
+            if subprocess.run([base, "-m", "venv", VENV], capture_output=True).returncode == 0:
+                break
+        else:
+            pytest.skip("cannot create a Python venv (Debian: python3-venv)")
+    if subprocess.run([python, "-c", "import mlperf_logging"], capture_output=True).returncode != 0:
+        p = subprocess.run([python, "-m", "pip", "install", "-q", "mlperf-logging"], capture_output=True, text=True,
+                           timeout=600)
+        if p.returncode != 0:
+            pytest.skip(f"cannot install mlperf-logging from PyPI: {p.stderr.strip()[-300:]}")
+    package = subprocess.run([python, "-c", "import mlperf_logging, os; print(os.path.dirname(mlperf_logging.__file__))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    rulesets = []
+    for common in glob.glob(os.path.join(package, "compliance_checker", "training_*", "closed_common.yaml")):
+        if "'bert'" in open(common).read():
+            version = os.path.basename(os.path.dirname(common))[len("training_"):]
+            rulesets.append(tuple(int(x) for x in version.split(".")))
+    assert rulesets, "no training ruleset of mlperf-logging lists BERT"
+    return python, ".".join(map(str, max(rulesets)))
+
+
+def check(checker, log, tmp_path):
+    python, ruleset = checker
+    return subprocess.run([python, "-m", "mlperf_logging.compliance_checker", "--usage", "training", "--ruleset", ruleset,
+                           "--log_output", str(tmp_path / "checker.log"), str(log)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def mlperf_run(tmp_path, steps, name):
+    corpus = dominant_word_corpus(tmp_path / "corpus.txt")
+    train_dir, eval_dir = make_shards(tmp_path, corpus)
+    (tmp_path / name).mkdir()
+    log = tmp_path / f"{name}.log"
+    cfg = {"model": tiny_model(),
+           "train": {"micro_batch": 16, "global_batch": 32, "steps": steps, "lr": 0.02, "warmup_proportion": 0.05,
+                     "threads": 1, "eval_every_samples": 160, "target_mlm_accuracy": 0.72},
+           "data": {"train_dir": str(train_dir), "eval_dir": str(eval_dir), "max_seq_length": 32,
+                    "max_predictions_per_seq": 5},
+           "checkpoint": {"dir": str(tmp_path / name)},
+           "log": {"mlperf": str(log), "submission_org": "bertengine-tests", "submission_platform": "cpu"}}
+    out = run(TRAIN, write_config(tmp_path / f"{name}.json", cfg), "--quiet").stdout
+    events = [json.loads(line[len(":::MLLOG "):]) for line in open(log)]
+    return out, log, events
+
+
+def values(events, key):
+    return [e["value"] for e in events if e["key"] == key]
+
+
+def test_a_run_that_reaches_the_target_passes_the_checker(checker, tmp_path):
+    out, log, events = mlperf_run(tmp_path, 200, "reached")
+    assert "target mlm accuracy 0.7200 reached" in out, out
+    assert values(events, "submission_benchmark") == ["bert"]
+    assert values(events, "global_batch_size") == [32] and values(events, "gradient_accumulation_steps") == [2]
+    assert values(events, "opt_base_learning_rate") == [0.02] and values(events, "opt_learning_rate_training_steps") == [200]
+    accuracy = values(events, "eval_accuracy")
+    assert accuracy[-1] >= 0.72 and all(a < 0.72 for a in accuracy[:-1])
+    epochs = [e["metadata"]["epoch_num"] for e in events if e["key"] == "eval_accuracy"]
+    assert epochs == list(range(160, 160 * len(epochs) + 1, 160)), epochs  # eval_every_samples: every 5 steps
+    stop = [e for e in events if e["key"] == "run_stop"]
+    assert len(stop) == 1 and stop[0]["metadata"]["status"] == "success"
+    assert [e["event_type"] for e in events if e["key"] in ("run_start", "run_stop")] == ["INTERVAL_START", "INTERVAL_END"]
+    p = check(checker, log, tmp_path)
+    assert p.returncode == 0 and "SUCCESS" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_a_run_that_misses_the_target_is_aborted_and_fails_the_checker(checker, tmp_path):
+    out, log, events = mlperf_run(tmp_path, 2, "missed")
+    assert "not reached" in out, out
+    assert [e["metadata"]["status"] for e in events if e["key"] == "run_stop"] == ["aborted"]
+    p = check(checker, log, tmp_path)
+    assert p.returncode != 0 and re.search(r"eval_accuracy", p.stdout + p.stderr), p.stdout + p.stderr
