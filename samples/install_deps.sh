@@ -11,7 +11,7 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ ccache
-  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev
+  libdnnl-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev
   libopenmpi-dev openmpi-bin
   python3.11-doc python3-matplotlib
 )
@@ -23,7 +23,7 @@ case "${1:-}" in
 esac
 if ((tests)); then
   packages+=(
-    libgtest-dev libgmock-dev
+    libgtest-dev libgmock-dev libeigen3-dev
     python3 python3-dev python3-venv python3-numpy python3-h5py python3-pytest python3-torch
     libopenblas0-pthread pybind11-dev python3-mesonpy python3-pip swig golang-go
   )

@@ -1,6 +1,6 @@
 // The Ops interface: every numeric operation BERT's forward and backward need.
 // src/model/ writes the model once against this interface; backend/cpu implements it with
-// Eigen (the fp32 reference) and backend/cuda with cuBLASLt/cuDNN/kernels. All float and
+// oneDNN GEMMs and OpenMP loops (the fp32 reference) and backend/cuda with cuBLASLt/cuDNN/kernels. All float and
 // int32 pointers are backend memory (host memory for the CPU backend, device memory for CUDA)
 // unless a parameter says "host". Row-major throughout; shapes are given in [brackets].
 #pragma once
@@ -167,8 +167,9 @@ class Ops {
   virtual void scale(float* x, float a, int64_t n) = 0;
 };
 
-// Backend factories. make_cpu_ops is always available; threads <= 0 means all cores.
-std::unique_ptr<Ops> make_cpu_ops(int threads);
+// Backend factories. make_cpu_ops is always available; threads <= 0 means all cores; precision
+// "bf16" gives the dense layers bf16 inputs (CPUs with native bf16 only), "fp32"/"tf32" fp32.
+std::unique_ptr<Ops> make_cpu_ops(int threads, const std::string& precision = "fp32");
 // Return null when the engine was built without CUDA.
 struct CudaOptions {
   // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation and

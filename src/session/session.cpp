@@ -30,7 +30,7 @@ double seconds_since(Clock::time_point t0) {
 
 // "cuda" picks the GPU from the rank's local rank; "cuda:N" names it.
 std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
-  if (c.device == "cpu") return make_cpu_ops(c.train.threads);
+  if (c.device == "cpu") return make_cpu_ops(c.train.threads, c.train.precision);
   const int index = c.device == "cuda" ? local_rank : std::stoi(c.device.substr(5));
   CudaOptions options;
   options.precision = c.train.precision;

@@ -144,9 +144,9 @@ SessionConfig parse_session_config(const std::string& text) {
          " must be smaller than data.max_seq_length = ", c.data.max_seq_length);
   }
   if (c.device == "cpu") {
-    if (c.train.precision == "fp16" || c.train.precision == "bf16") {
-      fail(Code::config, "config key 'train.precision' = \"", c.train.precision,
-           "\" needs device \"cuda\"; the CPU backend computes in fp32");
+    if (c.train.precision == "fp16") {
+      fail(Code::config, "config key 'train.precision' = \"fp16\" needs device \"cuda\"; the CPU backend computes in fp32 "
+           "or, on CPUs with native bf16, \"bf16\"");
     }
     if (c.train.fused_attention) {
       fail(Code::config, "config key 'train.fused_attention' = true needs device \"cuda\" (cuDNN)");

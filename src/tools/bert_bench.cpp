@@ -3,7 +3,9 @@
 // memory accounting: parameters, gradients, optimizer, activation arena, peak backend bytes),
 // and the model FLOPs achieved (6 x parameters-touched per token, plus attention), as a
 // fraction of --peak-tflops when given (model-FLOPs utilisation). --steps 0 prints the memory
-// accounting only; --recompute gelu|attention|all shows what recomputation saves.
+// accounting only; --recompute gelu|attention|all shows what recomputation saves. --data DIR
+// times steps on DLE/MLPerf shards instead (real sequence lengths; --unpad 1 drops the padding,
+// and tokens/s then counts real tokens).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,9 +34,9 @@ double training_flops_per_sequence(const nlohmann::json& m, int seq, int predict
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none";
+  std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1;
-  bool fused_attention = false;
+  bool fused_attention = false, unpad = false;
   double peak_tflops = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -51,12 +53,14 @@ int main(int argc, char** argv) {
     else if (a == "--recompute") recompute = v;
     else if (a == "--fused-attention") fused_attention = v == "1" || v == "true";
     else if (a == "--peak-tflops") peak_tflops = std::atof(v.c_str());
+    else if (a == "--data") data_dir = v;
+    else if (a == "--unpad") unpad = v == "1" || v == "true";
     else {
       std::fprintf(stderr,
                    "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
                    "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
                    "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
-                   "                  [--fused-attention 0|1] [--peak-tflops T]\n");
+                   "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n");
       return 2;
     }
   }
@@ -82,7 +86,11 @@ int main(int argc, char** argv) {
         {"fused_attention", fused_attention},
         {"recompute_gelu", recompute == "gelu" || recompute == "all"},
         {"recompute_attention", recompute == "attention" || recompute == "all"}}},
-      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", false}}}};
+      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", unpad}}}};
+  if (!data_dir.empty()) {
+    config["data"]["source"] = "hdf5";
+    config["data"]["train_dir"] = data_dir;
+  }
   bert_session* session = nullptr;
   if (bert_tools::failed(bert_session_create(config.dump().c_str(), nullptr, &session), "bert_session_create")) return 1;
   const nlohmann::json resolved = nlohmann::json::parse(bert_session_config(session));
@@ -109,9 +117,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < warmup; ++i) {
     if (bert_tools::failed(bert_step(session, nullptr, &r), "bert_step")) return 1;
   }
+  double real_tokens = 0;  // non-padding tokens of the timed steps
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) {
     if (bert_tools::failed(bert_step(session, nullptr, &r), "bert_step")) return 1;
+    real_tokens += r.tokens_per_second * r.step_seconds;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bert_session_destroy(session);
@@ -129,6 +139,7 @@ int main(int argc, char** argv) {
                         {"step_seconds", seconds / steps},
                         {"sequences_per_second", batch * steps / seconds},
                         {"tokens_per_second", static_cast<double>(batch) * seq * steps / seconds},
+                        {"real_tokens_per_second", real_tokens / seconds},
                         {"model_tflops", tflops},
                         {"peak_rss_mib", bert_tools::peak_rss_bytes() / 1048576.0},
                         {"memory", memory_json},

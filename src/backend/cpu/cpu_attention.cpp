@@ -1,6 +1,6 @@
-// Multi-head self-attention on the CPU, one (sequence, head) pair per task, with small Eigen
-// GEMMs inside each task (Eigen runs them single-threaded inside the parallel region, so every
-// task computes the same bits whichever thread runs it). Probabilities are saved pre-dropout;
+// Multi-head self-attention on the CPU, one (sequence, head) pair per task, with small GEMMs
+// inside each task (single-threaded inside the parallel region, so every task computes the
+// same bits whichever thread runs it). Probabilities are saved pre-dropout;
 // the dropout element index is the probability's index in the saved probs array.
 #include <omp.h>
 
@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_dropout.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
@@ -49,14 +50,12 @@ void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const flo
     const int b = static_cast<int>(task / heads), h = static_cast<int>(task % heads);
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* base = qkv + s0 * ld_qkv + static_cast<int64_t>(h) * head_dim;
-    ConstStridedMap q(base, L, head_dim, Eigen::OuterStride<>(ld_qkv));          // [L, D]
-    ConstStridedMap k(base + H, L, head_dim, Eigen::OuterStride<>(ld_qkv));      // [L, D]
-    ConstStridedMap v(base + 2 * H, L, head_dim, Eigen::OuterStride<>(ld_qkv));  // [L, D]
+    const float* q = qkv + s0 * ld_qkv + static_cast<int64_t>(h) * head_dim;  // [L, D], row stride ld_qkv
+    const float* k = q + H;
+    const float* v = q + 2 * H;
     const int64_t p_off = seq_probs_offset_[b] + h * L * L;
     float* P = probs + p_off;  // [L, L]
-    MatrixMap p(P, L, L);
-    p.noalias() = q * k.transpose();
+    cpu_gemm(L, L, head_dim, 1.0f, {q, ld_qkv, false}, {k, ld_qkv, true}, 0.0f, P, L, 1);
     const float* kb = key_bias + s0;  // [L]
     for (int64_t r = 0; r < L; ++r) {
       float* row = P + r * L;
@@ -73,17 +72,16 @@ void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const flo
       const double inv = 1.0 / sum;
       for (int64_t c = 0; c < L; ++c) row[c] = static_cast<float>(row[c] * inv);
     }
-    StridedMap out(ctx + s0 * H + static_cast<int64_t>(h) * head_dim, L, head_dim,
-                   Eigen::OuterStride<>(H));  // [L, D]
+    float* out = ctx + s0 * H + static_cast<int64_t>(h) * head_dim;  // [L, D], row stride H
     if (!dropout) {
-      out.noalias() = p * v;
+      cpu_gemm(L, head_dim, L, 1.0f, {P, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
       continue;
     }
     float* dropped = scratch + static_cast<size_t>(omp_get_thread_num()) * max_len * max_len;
     for_each_dropout_uniform(site, p_off, p_off + L * L, [&](int64_t i, float u) {
       dropped[i - p_off] = u >= site.p ? P[i - p_off] * keep_scale : 0.0f;
     });
-    out.noalias() = MatrixMap(dropped, L, L) * v;
+    cpu_gemm(L, head_dim, L, 1.0f, {dropped, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
   }
 }
 
@@ -106,22 +104,19 @@ void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, con
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
     const int64_t col = static_cast<int64_t>(h) * head_dim;
-    const float* base = qkv + s0 * ld_qkv + col;
-    ConstStridedMap q(base, L, head_dim, Eigen::OuterStride<>(ld_qkv));          // [L, D]
-    ConstStridedMap k(base + H, L, head_dim, Eigen::OuterStride<>(ld_qkv));      // [L, D]
-    ConstStridedMap v(base + 2 * H, L, head_dim, Eigen::OuterStride<>(ld_qkv));  // [L, D]
-    float* dbase = dqkv + s0 * ld_qkv + col;
-    StridedMap dq(dbase, L, head_dim, Eigen::OuterStride<>(ld_qkv));
-    StridedMap dk(dbase + H, L, head_dim, Eigen::OuterStride<>(ld_qkv));
-    StridedMap dv(dbase + 2 * H, L, head_dim, Eigen::OuterStride<>(ld_qkv));
-    ConstStridedMap dout(dctx + s0 * H + col, L, head_dim, Eigen::OuterStride<>(H));  // [L, D]
+    // [L, D] blocks with row stride ld_qkv (q, k, v and their gradients) or H (dout).
+    const float* q = qkv + s0 * ld_qkv + col;
+    const float* k = q + H;
+    const float* v = q + 2 * H;
+    float* dq = dqkv + s0 * ld_qkv + col;
+    float* dk = dq + H;
+    float* dv = dq + 2 * H;
+    const float* dout = dctx + s0 * H + col;
     const int64_t p_off = seq_probs_offset_[b] + h * L * L;
     const float* P = probs + p_off;  // [L, L]
-    ConstMatrixMap p(P, L, L);
     float* dP = scratch + static_cast<size_t>(omp_get_thread_num()) * per_thread;  // [L, L]
-    MatrixMap dp(dP, L, L);
     // Gradient w.r.t. the probabilities after dropout, then through the dropout mask.
-    dp.noalias() = dout * v.transpose();
+    cpu_gemm(L, L, head_dim, 1.0f, {dout, H, false}, {v, ld_qkv, true}, 0.0f, dP, L, 1);
     if (dropout) {
       float* dropped = dP + max_len * max_len;  // [L, L] = dropout(P)
       for_each_dropout_uniform(site, p_off, p_off + L * L, [&](int64_t i, float u) {
@@ -129,9 +124,9 @@ void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, con
         dropped[i - p_off] = keep ? P[i - p_off] * keep_scale : 0.0f;
         dP[i - p_off] = keep ? dP[i - p_off] * keep_scale : 0.0f;
       });
-      dv.noalias() = MatrixMap(dropped, L, L).transpose() * dout;
+      cpu_gemm(L, head_dim, L, 1.0f, {dropped, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     } else {
-      dv.noalias() = p.transpose() * dout;
+      cpu_gemm(L, head_dim, L, 1.0f, {P, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     }
     // Softmax backward: dS = P ⊙ (dP - Σ_k dP ⊙ P), then the 1/sqrt(D) score scale.
     for (int64_t r = 0; r < L; ++r) {
@@ -142,8 +137,8 @@ void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, con
       const float rowdot = static_cast<float>(dot);
       for (int64_t c = 0; c < L; ++c) grow[c] = prow[c] * (grow[c] - rowdot) * score_scale;
     }
-    dq.noalias() = dp * k;
-    dk.noalias() = dp.transpose() * q;
+    cpu_gemm(L, head_dim, L, 1.0f, {dP, L, false}, {k, ld_qkv, false}, 0.0f, dq, ld_qkv, 1);
+    cpu_gemm(L, head_dim, L, 1.0f, {dP, L, true}, {q, ld_qkv, false}, 0.0f, dk, ld_qkv, 1);
   }
 }
 

@@ -1,13 +1,14 @@
-// Dense layers on the CPU: out = act(in · W^T + b) with an Eigen GEMM and a fused bias +
+// Dense layers on the CPU: out = act(in · W^T + b) with a oneDNN GEMM and a fused bias +
 // activation epilogue, the activation alone (for recomputation), and the backward pass
 // (dW, db accumulate; din overwritten or added).
 // Column reductions run over rows in a fixed order, so db does not depend on the thread count.
-#include <Eigen/Core>
-
+// With bf16 GEMM inputs the products take bf16 copies (round to nearest even) of both operands.
 #include <algorithm>
 
 #include "backend/cpu/cpu_activation.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/op_checks.h"
+#include "core/half.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -15,8 +16,43 @@ namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 32;
+constexpr int64_t kParallelElements = 16384;  // smaller loops run on one thread
 
 }  // namespace
+
+void CpuOps::set_weights(const float* params, int64_t n) {
+  weights_ = params;
+  weight_count_ = n;
+  weights_bf16_fresh_ = false;
+}
+
+GemmOperand<uint16_t> CpuOps::bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
+                                           std::vector<uint16_t>& scratch) {
+  const bool is_weight = weights_ != nullptr && X.data >= weights_ && X.data + rows * X.ld <= weights_ + weight_count_;
+  if (is_weight) {
+    if (!weights_bf16_fresh_) {
+      weights_bf16_.resize(static_cast<size_t>(weight_count_));
+#pragma omp parallel for num_threads(threads_) if (weight_count_ > kParallelElements)
+      for (int64_t i = 0; i < weight_count_; ++i) weights_bf16_[i] = float_to_bf16_bits(weights_[i]);
+      weights_bf16_fresh_ = true;
+    }
+    return {weights_bf16_.data() + (X.data - weights_), X.ld, X.transposed};
+  }
+  scratch.resize(static_cast<size_t>(rows * cols));
+#pragma omp parallel for num_threads(threads_) if (rows * cols > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) scratch[r * cols + c] = float_to_bf16_bits(X.data[r * X.ld + c]);
+  }
+  return {scratch.data(), cols, X.transposed};
+}
+
+void CpuOps::linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B, float beta,
+                         float* C, int64_t ldc) {
+  if (!bf16_gemm_inputs_) return cpu_gemm(M, N, K, 1.0f, A, B, beta, C, ldc, threads_);
+  const auto a = bf16_operand(A, A.transposed ? K : M, A.transposed ? M : K, bf16_a_);
+  const auto b = bf16_operand(B, B.transposed ? N : K, B.transposed ? K : N, bf16_b_);
+  cpu_gemm_bf16(M, N, K, 1.0f, a, b, beta, C, ldc, threads_);
+}
 
 void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float* W,
                         const float* b, int64_t M, int K, int N, Activation act) {
@@ -26,13 +62,11 @@ void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float
   if (M == 0) return;
   // With an activation the GEMM lands in pre_act and the epilogue writes out from it.
   float* gemm_out = act == Activation::none ? out : pre_act;  // [M, N]
-  MatrixMap y(gemm_out, M, N);
-  Eigen::setNbThreads(threads_);
-  y.noalias() = ConstMatrixMap(in, M, K) * ConstMatrixMap(W, N, K).transpose();
+  linear_gemm(M, N, K, {in, K, false}, {W, K, true}, 0.0f, gemm_out, N);
   if (act == Activation::none && b == nullptr) return;
   dispatch_activation(act, [&](auto tag) {
     constexpr Activation A = decltype(tag)::value;
-#pragma omp parallel for num_threads(threads_) if (M * N > 16384)
+#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
     for (int64_t i = 0; i < M; ++i) {
       float* row = gemm_out + i * N;
       float* out_row = out + i * N;
@@ -53,7 +87,7 @@ void CpuOps::activation_fwd(float* out, const float* pre, int64_t n, Activation 
   check_element_count("activation_fwd", n);
   dispatch_activation(act, [&](auto tag) {
     constexpr Activation A = decltype(tag)::value;
-#pragma omp parallel for num_threads(threads_) if (n > 16384)
+#pragma omp parallel for num_threads(threads_) if (n > kParallelElements)
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (A == Activation::none) {
         out[i] = pre[i];
@@ -74,7 +108,7 @@ void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, con
   if (act != Activation::none) {
     dispatch_activation(act, [&](auto tag) {
       constexpr Activation A = decltype(tag)::value;
-#pragma omp parallel for num_threads(threads_) if (M * N > 16384)
+#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
       for (int64_t i = 0; i < M; ++i) {
         for (int j = 0; j < N; ++j) {
           const int64_t e = i * N + j;
@@ -86,7 +120,7 @@ void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, con
   }
   if (db != nullptr) {
     const int blocks = (N + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (M * N > 16384)
+#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
     for (int blk = 0; blk < blocks; ++blk) {
       const int c0 = blk * kColumnBlock, c1 = std::min(N, c0 + kColumnBlock);
       double acc[kColumnBlock] = {};
@@ -97,17 +131,9 @@ void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, con
       for (int j = c0; j < c1; ++j) db[j] += static_cast<float>(acc[j - c0]);
     }
   }
-  ConstMatrixMap g(dpre, M, N), x(in, M, K), w(W, N, K);
-  Eigen::setNbThreads(threads_);
-  if (dW != nullptr) MatrixMap(dW, N, K).noalias() += g.transpose() * x;
-  if (din != nullptr) {
-    MatrixMap dx(din, M, K);
-    if (accumulate_din) {
-      dx.noalias() += g * w;
-    } else {
-      dx.noalias() = g * w;
-    }
-  }
+  // dW[N,K] += dpreᵀ[N,M] · in[M,K];  din[M,K] (+)= dpre[M,N] · W[N,K].
+  if (dW != nullptr) linear_gemm(N, K, M, {dpre, N, true}, {in, K, false}, 1.0f, dW, K);
+  if (din != nullptr) linear_gemm(M, K, N, {dpre, N, false}, {W, K, false}, accumulate_din ? 1.0f : 0.0f, din, K);
 }
 
 }  // namespace bert

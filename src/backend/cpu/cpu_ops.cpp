@@ -1,12 +1,24 @@
-// The CPU backend factory and constructor: picks the thread count every op runs with.
+// The CPU backend factory and constructor: picks the thread count every op runs with and
+// whether dense layers take bf16 inputs.
 #include "backend/cpu/cpu_ops.h"
 
 #include <omp.h>
 
+#include "core/error.h"
+
 namespace bert {
 
-CpuOps::CpuOps(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {}
+CpuOps::CpuOps(int threads, bool bf16_gemm_inputs)
+    : threads_(threads > 0 ? threads : omp_get_num_procs()), bf16_gemm_inputs_(bf16_gemm_inputs) {
+  BERT_CHECK(!bf16_gemm_inputs || cpu_has_native_bf16(), Code::unsupported,
+             "config key 'train.precision' = \"bf16\" on the CPU needs a CPU that multiplies bf16 natively "
+             "(AVX512-BF16 or AMX); this one offers ", cpu_isa_name(), ". Use \"fp32\" here.");
+}
 
-std::unique_ptr<Ops> make_cpu_ops(int threads) { return std::make_unique<CpuOps>(threads); }
+std::unique_ptr<Ops> make_cpu_ops(int threads, const std::string& precision) {
+  BERT_CHECK(precision == "fp32" || precision == "tf32" || precision == "bf16", Code::unsupported,
+             "config key 'train.precision' = \"", precision, "\" is not available on the CPU (fp32 or bf16)");
+  return std::make_unique<CpuOps>(threads, precision == "bf16");
+}
 
 }  // namespace bert

@@ -1,31 +1,27 @@
-// CpuOps: the fp32 reference implementation of the Ops interface (Eigen GEMMs + OpenMP).
+// CpuOps: the fp32 reference implementation of the Ops interface (oneDNN GEMMs + OpenMP).
 // Every other backend is tested against it, so each op is written for exactness first and is
 // deterministic for a fixed thread count (most ops for any thread count). Scratch buffers live
 // in the object and only grow, so steady-state calls allocate nothing themselves. One CpuOps
 // serves one host thread at a time (alloc/release are also safe from other threads).
+// With bf16 GEMM inputs (train.precision "bf16", on CPUs that multiply bf16 natively) the dense
+// layers multiply bf16 copies of their inputs and weights with fp32 accumulation and output; the
+// weights' copy is refreshed after weights_changed(), everything else stays fp32.
 #pragma once
-
-#include <Eigen/Core>
 
 #include <cstddef>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/ops.h"
 
 namespace bert {
 
-// Row-major Eigen views over raw backend pointers.
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using StridedMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
-using ConstStridedMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
-
 class CpuOps final : public Ops {
  public:
-  explicit CpuOps(int threads);
+  // Throws Code::unsupported for bf16 GEMM inputs on a CPU without native bf16.
+  CpuOps(int threads, bool bf16_gemm_inputs);
   ~CpuOps() override;
   CpuOps(const CpuOps&) = delete;
   CpuOps& operator=(const CpuOps&) = delete;
@@ -41,6 +37,8 @@ class CpuOps final : public Ops {
   void fill_zero(void* dst, size_t bytes) override;
   void synchronize() override {}
   size_t peak_bytes() const override;
+  void set_weights(const float* params, int64_t n) override;
+  void weights_changed() override { weights_bf16_fresh_ = false; }
 
   void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
                      const int32_t* type_ids, const float* word_emb, const float* pos_emb,
@@ -90,10 +88,24 @@ class CpuOps final : public Ops {
  private:
   // Per-thread attention scratch of `floats_per_thread` floats each; grows, never shrinks.
   float* attention_scratch(size_t floats_per_thread);
+  // C[M,N] = op(A)·op(B) + beta·C for a dense layer: in fp32, or from bf16 copies of A and B.
+  void linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B, float beta,
+                   float* C, int64_t ldc);
+  // X (rows x cols as stored) in bf16: the weights' copy when X is a weight matrix, else
+  // converted into `scratch`.
+  GemmOperand<uint16_t> bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
+                                     std::vector<uint16_t>& scratch);
   // Fills seq_probs_offset_ with AttentionLayout::probs_offset for every sequence (+ total).
   void compute_probs_offsets(const AttentionLayout& layout, int heads);
 
   int threads_;
+  bool bf16_gemm_inputs_;
+
+  const float* weights_ = nullptr;      // the flat parameter buffer (set_weights)
+  int64_t weight_count_ = 0;
+  std::vector<uint16_t> weights_bf16_;  // its bf16 copy (bf16 GEMM inputs only)
+  bool weights_bf16_fresh_ = false;
+  std::vector<uint16_t> bf16_a_, bf16_b_;  // converted activations of one GEMM
 
   mutable std::mutex memory_mutex_;
   std::unordered_map<void*, size_t> live_;  // allocation -> requested bytes

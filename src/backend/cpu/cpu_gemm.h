@@ -1,0 +1,34 @@
+// Row-major GEMMs for the CPU backend through oneDNN, which picks its kernels for the CPU it
+// runs on (SSE4.1, AVX2, AVX-512, AVX512-BF16, AMX) at run time, so a default build is as fast
+// as a -march=native one: C = alpha·op(A)·op(B) + beta·C with fp32 inputs, or with bf16 inputs
+// and fp32 accumulation and output. They run on `threads` OpenMP threads (the same runtime as
+// the backend's elementwise loops); called inside a parallel region they run on the calling
+// thread alone. Deterministic for a given thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace bert {
+
+template <typename T>
+struct GemmOperand {
+  const T* data;
+  int64_t ld;       // leading dimension (row stride) as stored
+  bool transposed;  // use the stored matrix transposed
+};
+
+// C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C, C with row stride ldc.
+void cpu_gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<float> A, GemmOperand<float> B,
+              float beta, float* C, int64_t ldc, int threads);
+
+// The same with A and B as bf16 bit patterns (uint16_t, round-to-nearest-even from fp32).
+void cpu_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<uint16_t> A,
+                   GemmOperand<uint16_t> B, float beta, float* C, int64_t ldc, int threads);
+
+// Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX), as oneDNN sees it (the
+// ONEDNN_MAX_CPU_ISA environment variable lowers what it sees), and the ISA's name.
+bool cpu_has_native_bf16();
+std::string cpu_isa_name();
+
+}  // namespace bert
