@@ -19,6 +19,7 @@ bash "$SRC/tests/gpu/pack_bundle.sh" "$BUILD" "$BUNDLE"
 size_mib=$(du -sm "$BUNDLE" | cut -f1)
 echo "bundle: ${size_mib} MiB"
 [ "$size_mib" -le 64 ] || { echo "FAIL: the bundle is ${size_mib} MiB, over the 64 MiB a GPU machine takes" >&2; exit 1; }
+tar -C "$BUNDLE" -xJf "$BUNDLE/lib.tar.xz"  # as run_bundle.sh does on the GPU machine
 
 cleanup() {
   umount "$ROOT/bundle" 2>/dev/null || true
@@ -28,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 cleanup
 mkdir -p "$ROOT/lib64" "$ROOT/lib/x86_64-linux-gnu" "$ROOT/bundle" "$ROOT/cuda" "$ROOT/tmp"
-for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libstdc++.so.6 libgcc_s.so.1; do
+for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libstdc++.so.6 libgcc_s.so.1; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$ROOT/lib/x86_64-linux-gnu/"
 done
 cp -L /lib64/ld-linux-x86-64.so.2 "$ROOT/lib64/"

@@ -3,7 +3,8 @@
 # dependencies: the GPU test programs, bert-bench, bench_op_profile, libbert, and every shared
 # library they load (found with ldd) except glibc/libstdc++ and CUDA's own libraries, which the
 # GPU machine provides (NVIDIA's CUDA 13 pip packages; run_bundle.sh finds them). The result is
-# one folder, carried to the machine as it is (see tests/gpu/README.md).
+# one folder, carried to the machine as it is (see tests/gpu/README.md); the libraries travel as
+# lib.tar.xz (oneDNN alone is 40 MB), which run_bundle.sh unpacks to lib/ before the first run.
 #
 # usage: bash tests/gpu/pack_bundle.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, gpu_bundle)
 set -euo pipefail
@@ -21,7 +22,7 @@ for p in "${programs[@]}"; do
 done
 
 # Provided on the GPU machine: the C runtime and C++ runtime (its own, newer), and CUDA's libraries.
-provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
+provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec\.so|libpthread|libdl\.so|librt\.so|libresolv|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/scripts"
@@ -37,6 +38,8 @@ while read -r name path; do
   cp -L "$path" "$OUT/lib/$name"
 done < <(for p in "${programs[@]}"; do ldd "$BUILD/$p"; done | awk '$2 == "=>" {print $1, ($3 == "not" ? "" : $3)}' | sort -u)
 strip --strip-unneeded "$OUT"/lib/*.so* 2>/dev/null || true
+tar -C "$OUT" -cf - lib | xz -6 -T2 > "$OUT/lib.tar.xz"
+rm -rf "$OUT/lib"
 cp tests/bench/bench_gpu.sh tests/gpu/run_bundle.sh "$OUT/scripts/"
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from a bundle made by pack_bundle.sh: sets the library path (the
-# bundle's lib/ first, then CUDA's libraries from NVIDIA's pip packages of the python3 on PATH,
+# Runs on the GPU machine, from a bundle made by pack_bundle.sh: unpacks its lib.tar.xz, sets
+# the library path (the bundle's lib/ first, then CUDA's libraries from NVIDIA's pip packages of the python3 on PATH,
 # BERT_CUDA_LIBS, /usr/local/cuda), checks that every library resolves, then runs
 #   tests: the GPU suite (ops vs CPU, casts, weight mirror, fused attention, end to end, NCCL);
 #   bench: the benchmark table (bench_gpu.sh) and the op profile of BERT-large phase 1 and 2;
@@ -30,6 +30,10 @@ dirs = sorted({os.path.dirname(p) for r in roots for p in glob.glob(os.path.join
 print(":".join(dirs))
 PY
 }
+# The libraries travel compressed (pack_bundle.sh); unpacked once, next to it.
+if [ ! -d "$BUNDLE/lib" ] && [ -f "$BUNDLE/lib.tar.xz" ]; then
+  tar -C "$BUNDLE" -xJf "$BUNDLE/lib.tar.xz" || { say "cannot unpack $BUNDLE/lib.tar.xz"; exit 1; }
+fi
 export LD_LIBRARY_PATH="$BUNDLE/lib:$(nvidia_lib_dirs):${BERT_CUDA_LIBS:-}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 
 say "bundle: $(head -n 1 "$BUNDLE/MANIFEST")"

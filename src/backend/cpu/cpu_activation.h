@@ -1,9 +1,12 @@
 // Activation functions of the linear epilogues (GELU erf/tanh forms, tanh) and their
-// derivatives, in fp32. dispatch_activation turns the runtime enum into a compile-time tag so
-// the per-element loops carry no switch.
+// derivatives, in fp32: the scalar forms (the specification, used by tests and the emulated GPU
+// kernels) and the array forms the CPU ops run, vectorised through cpu_vector_math.h.
+// dispatch_activation turns the runtime enum into a compile-time tag so the per-element loops
+// carry no switch.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "backend/ops.h"
@@ -55,5 +58,10 @@ inline void dispatch_activation(Activation act, F&& f) {
     case Activation::tanh: f(ActivationTag<Activation::tanh>{}); break;
   }
 }
+
+// out[i] = act(pre[i]) over n elements (out may equal pre).
+void activation_array(Activation act, float* out, const float* pre, int64_t n);
+// dpre[i] = dout[i] · act'(pre[i]) over n elements (dpre may equal dout).
+void activation_grad_array(Activation act, float* dpre, const float* dout, const float* pre, int64_t n);
 
 }  // namespace bert

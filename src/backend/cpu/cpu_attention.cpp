@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_dropout.h"
 #include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_vector_math.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
@@ -64,11 +65,10 @@ void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const flo
         row[c] = row[c] * score_scale + kb[c];
         row_max = std::max(row_max, row[c]);
       }
+      for (int64_t c = 0; c < L; ++c) row[c] -= row_max;
+      vector_exp(row, row, L);
       double sum = 0.0;
-      for (int64_t c = 0; c < L; ++c) {
-        row[c] = std::exp(row[c] - row_max);
-        sum += row[c];
-      }
+      for (int64_t c = 0; c < L; ++c) sum += row[c];
       const double inv = 1.0 / sum;
       for (int64_t c = 0; c < L; ++c) row[c] = static_cast<float>(row[c] * inv);
     }

@@ -64,38 +64,24 @@ void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float
   float* gemm_out = act == Activation::none ? out : pre_act;  // [M, N]
   linear_gemm(M, N, K, {in, K, false}, {W, K, true}, 0.0f, gemm_out, N);
   if (act == Activation::none && b == nullptr) return;
-  dispatch_activation(act, [&](auto tag) {
-    constexpr Activation A = decltype(tag)::value;
 #pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-    for (int64_t i = 0; i < M; ++i) {
-      float* row = gemm_out + i * N;
-      float* out_row = out + i * N;
-      for (int j = 0; j < N; ++j) {
-        const float pre = b != nullptr ? row[j] + b[j] : row[j];
-        if constexpr (A == Activation::none) {
-          out_row[j] = pre;
-        } else {
-          row[j] = pre;
-          out_row[j] = activate<A>(pre);
-        }
-      }
+  for (int64_t i = 0; i < M; ++i) {
+    float* row = gemm_out + i * N;
+    if (b != nullptr) {
+      for (int j = 0; j < N; ++j) row[j] += b[j];
     }
-  });
+    if (act != Activation::none) activation_array(act, out + i * N, row, N);
+  }
 }
 
 void CpuOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
   check_element_count("activation_fwd", n);
-  dispatch_activation(act, [&](auto tag) {
-    constexpr Activation A = decltype(tag)::value;
-#pragma omp parallel for num_threads(threads_) if (n > kParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (A == Activation::none) {
-        out[i] = pre[i];
-      } else {
-        out[i] = activate<A>(pre[i]);
-      }
-    }
-  });
+  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kParallelElements;
+    activation_array(act, out + begin, pre + begin, std::min(kParallelElements, n - begin));
+  }
 }
 
 void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
@@ -106,16 +92,10 @@ void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, con
   if (M == 0) return;
   const float* dpre = dout;  // [M, N]
   if (act != Activation::none) {
-    dispatch_activation(act, [&](auto tag) {
-      constexpr Activation A = decltype(tag)::value;
 #pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-      for (int64_t i = 0; i < M; ++i) {
-        for (int j = 0; j < N; ++j) {
-          const int64_t e = i * N + j;
-          dpre_scratch[e] = dout[e] * activation_grad<A>(pre_act[e]);
-        }
-      }
-    });
+    for (int64_t i = 0; i < M; ++i) {
+      activation_grad_array(act, dpre_scratch + i * N, dout + i * N, pre_act + i * N, N);
+    }
     dpre = dpre_scratch;
   }
   if (db != nullptr) {

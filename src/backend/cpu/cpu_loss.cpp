@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_vector_math.h"
 #include "core/error.h"
 
 namespace bert {
@@ -33,18 +34,20 @@ void CpuOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, const
       if (x[j] > x[argmax]) argmax = j;
     }
     const float row_max = x[argmax];
-    double sum = 0.0;
-    for (int j = 0; j < V; ++j) sum += std::exp(x[j] - row_max);
-    const double log_sum = std::log(sum);
-    losses[i] = static_cast<float>(row_max + log_sum - x[label]);
-    if (correct != nullptr) correct[i] = argmax == label ? 1 : 0;
-    const double inv_sum = 1.0 / sum;
     const float target = x[label];
-    for (int j = 0; j < V; ++j) {
-      const float prob = static_cast<float>(std::exp(x[j] - row_max) * inv_sum);
-      dx[j] = prob * grad_scale;
-    }
-    dx[label] = static_cast<float>((std::exp(target - row_max) * inv_sum - 1.0) * grad_scale);
+    const bool correct_row = argmax == label;
+    // e_j = exp(x_j - max) lands in dx (which may be x: everything read from x is read above).
+    for (int j = 0; j < V; ++j) dx[j] = x[j] - row_max;
+    vector_exp(dx, dx, V);
+    double sum = 0.0;
+    for (int j = 0; j < V; ++j) sum += dx[j];
+    const double log_sum = std::log(sum);
+    losses[i] = static_cast<float>(row_max + log_sum - target);
+    if (correct != nullptr) correct[i] = correct_row ? 1 : 0;
+    const double inv_sum = 1.0 / sum;
+    const double e_label = dx[label];
+    for (int j = 0; j < V; ++j) dx[j] = static_cast<float>(dx[j] * inv_sum) * grad_scale;
+    dx[label] = static_cast<float>((e_label * inv_sum - 1.0) * grad_scale);
     std::fill(dx + V, dx + ld, 0.0f);
   }
 }

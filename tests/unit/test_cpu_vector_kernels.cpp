@@ -1,0 +1,80 @@
+// The CPU backend's vectorised building blocks against their scalar definitions: exp, erf and
+// tanh over arrays (every length's tail, in place, extreme arguments) within 4 ulp of libm, and
+// the block-wise Philox dropout uniforms bit-identical to philox_uniform_at for unaligned ranges
+// and group indices above 2^32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_dropout.h"
+#include "backend/cpu/cpu_vector_math.h"
+#include "core/philox.h"
+
+namespace bert {
+namespace {
+
+// Distance in units in the last place between two finite floats of the same sign.
+int64_t ulps(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  if ((ia < 0) != (ib < 0)) return a == b ? 0 : INT64_MAX;
+  return std::llabs(static_cast<int64_t>(ia) - ib);
+}
+
+void expect_within_ulps(void (*vec)(float*, const float*, int64_t), float (*scalar)(float), float lo, float hi,
+                        const char* name) {
+  for (int64_t n : {1, 3, 4, 7, 8, 15, 16, 17, 33, 1000}) {
+    std::vector<float> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * static_cast<float>(i) / static_cast<float>(n);
+    vec(y.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_LE(ulps(y[i], scalar(x[i])), 4) << name << "(" << x[i] << ") = " << y[i] << ", libm " << scalar(x[i])
+                                             << " (n=" << n << ", " << vector_math_isa() << ")";
+    }
+    vec(x.data(), x.data(), n);  // in place
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), n * sizeof(float)), 0) << name << " in place, n=" << n;
+  }
+}
+
+TEST(CpuVectorMath, ExpErfTanhWithin4UlpOfLibm) {
+  expect_within_ulps(vector_exp, [](float x) { return std::exp(x); }, -87.0f, 88.0f, "exp");
+  expect_within_ulps(vector_erf, [](float x) { return std::erf(x); }, -6.0f, 6.0f, "erf");
+  expect_within_ulps(vector_tanh, [](float x) { return std::tanh(x); }, -10.0f, 10.0f, "tanh");
+  float big[3] = {-1000.0f, 0.0f, 1000.0f}, out[3];
+  vector_exp(out, big, 3);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_TRUE(std::isinf(out[2]));
+}
+
+TEST(CpuDropoutUniforms, EqualPhiloxUniformAtBitForBit) {
+  DropoutSite site;
+  site.seed = 0x123456789ABCDEFull;
+  site.step = 77;
+  site.tensor_id = 5;
+  site.p = 0.1f;
+  for (int64_t base : {int64_t{0}, int64_t{1} << 34}) {  // group index above 2^32 for the second
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 256}, {3, 250}, {255, 256}, {1, 2}, {100, 100}}) {
+      float u[kDropoutBlock];
+      dropout_uniforms(u, site, base + begin, base + end);
+      for (int64_t i = begin; i < end; ++i) {
+        const float expected = philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(base + i));
+        ASSERT_EQ(u[i - begin], expected) << "element " << base + i;
+      }
+    }
+  }
+  int64_t visited = 0;
+  for_each_dropout_uniform(site, 250, 1030, [&](int64_t i, float v) {
+    ASSERT_EQ(i, 250 + visited);
+    ASSERT_EQ(v, philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(i)));
+    ++visited;
+  });
+  EXPECT_EQ(visited, 1030 - 250);
+}
+
+}  // namespace
+}  // namespace bert
