@@ -9,12 +9,34 @@
 
 #include "backend/cpu/cpu_dropout.h"
 #include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_vector_math.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
+namespace {
+
+// row[c] = softmax_c(row[c] · scale + key_bias[c]) in place; the sum in double.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void softmax_row_fwd(float* row, const float* key_bias, int64_t L, float scale) {
+  for (int64_t c = 0; c < L; ++c) row[c] = row[c] * scale + key_bias[c];
+  const float row_max = lane_max(row, L);
+  for (int64_t c = 0; c < L; ++c) row[c] -= row_max;
+  vector_exp(row, row, L);
+  const double inv = 1.0 / lane_sum(L, [&](int64_t c) { return static_cast<double>(row[c]); });
+  for (int64_t c = 0; c < L; ++c) row[c] = static_cast<float>(row[c] * inv);
+}
+
+// Softmax backward of one row in place: dS = P ⊙ (dP - Σ_k dP ⊙ P) · scale (the dot in double).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void softmax_row_bwd(float* grad, const float* prob, int64_t L, float scale) {
+  const float rowdot = static_cast<float>(lane_sum(L, [&](int64_t c) { return static_cast<double>(grad[c]) * prob[c]; }));
+  for (int64_t c = 0; c < L; ++c) grad[c] = prob[c] * (grad[c] - rowdot) * scale;
+}
+
+}  // namespace
 
 float* CpuOps::attention_scratch(size_t floats_per_thread) {
   const size_t needed = floats_per_thread * static_cast<size_t>(threads_);
@@ -57,21 +79,7 @@ void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const flo
     const int64_t p_off = seq_probs_offset_[b] + h * L * L;
     float* P = probs + p_off;  // [L, L]
     cpu_gemm(L, L, head_dim, 1.0f, {q, ld_qkv, false}, {k, ld_qkv, true}, 0.0f, P, L, 1);
-    const float* kb = key_bias + s0;  // [L]
-    for (int64_t r = 0; r < L; ++r) {
-      float* row = P + r * L;
-      float row_max = -INFINITY;
-      for (int64_t c = 0; c < L; ++c) {
-        row[c] = row[c] * score_scale + kb[c];
-        row_max = std::max(row_max, row[c]);
-      }
-      for (int64_t c = 0; c < L; ++c) row[c] -= row_max;
-      vector_exp(row, row, L);
-      double sum = 0.0;
-      for (int64_t c = 0; c < L; ++c) sum += row[c];
-      const double inv = 1.0 / sum;
-      for (int64_t c = 0; c < L; ++c) row[c] = static_cast<float>(row[c] * inv);
-    }
+    for (int64_t r = 0; r < L; ++r) softmax_row_fwd(P + r * L, key_bias + s0, L, score_scale);
     float* out = ctx + s0 * H + static_cast<int64_t>(h) * head_dim;  // [L, D], row stride H
     if (!dropout) {
       cpu_gemm(L, head_dim, L, 1.0f, {P, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
@@ -129,14 +137,7 @@ void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, con
       cpu_gemm(L, head_dim, L, 1.0f, {P, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     }
     // Softmax backward: dS = P ⊙ (dP - Σ_k dP ⊙ P), then the 1/sqrt(D) score scale.
-    for (int64_t r = 0; r < L; ++r) {
-      const float* prow = P + r * L;
-      float* grow = dP + r * L;
-      double dot = 0.0;
-      for (int64_t c = 0; c < L; ++c) dot += static_cast<double>(grow[c]) * prow[c];
-      const float rowdot = static_cast<float>(dot);
-      for (int64_t c = 0; c < L; ++c) grow[c] = prow[c] * (grow[c] - rowdot) * score_scale;
-    }
+    for (int64_t r = 0; r < L; ++r) softmax_row_bwd(dP + r * L, P + r * L, L, score_scale);
     cpu_gemm(L, head_dim, L, 1.0f, {dP, L, false}, {k, ld_qkv, false}, 0.0f, dq, ld_qkv, 1);
     cpu_gemm(L, head_dim, L, 1.0f, {dP, L, true}, {q, ld_qkv, false}, 0.0f, dk, ld_qkv, 1);
   }

@@ -1,12 +1,13 @@
 // LayerNorm on the CPU: per-row statistics in double with two passes (mean, then biased
 // variance), saved as float mean/rstd; the backward recomputes x̂ from them. Row sums run in
-// kLanes interleaved double partial sums added in a fixed tree (vectorisable, and the same bits
-// for any thread count); the row kernels are compiled for AVX-512, AVX2 and the baseline and
+// interleaved double lanes (cpu_lane_reduce.h: vectorisable, the same bits for any thread
+// count); the row kernels are compiled for AVX-512, AVX2 and the baseline and
 // picked at run time (target_clones). dgamma/dbeta are reduced over rows in a fixed order per
 // column block, so they do not depend on the thread count either.
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -14,29 +15,13 @@ namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 32;
-constexpr int kLanes = 8;
 constexpr int64_t kParallelElements = 16384;  // smaller ops run on one thread
-
-// Σ_j f(j) over [0, n) in kLanes double partial sums, added in a fixed tree.
-template <typename F>
-inline double lane_sum(int n, F&& f) {
-  double lane[kLanes] = {};
-  int j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lane[l] += f(j + l);
-  }
-  for (int l = 0; j < n; ++j, ++l) lane[l] += f(j);
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
-  }
-  return lane[0];
-}
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void layernorm_row_fwd(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
                        int N, float eps) {
-  const double mu = lane_sum(N, [&](int j) { return static_cast<double>(x[j]); }) / N;
-  const double sq = lane_sum(N, [&](int j) {
+  const double mu = lane_sum(N, [&](int64_t j) { return static_cast<double>(x[j]); }) / N;
+  const double sq = lane_sum(N, [&](int64_t j) {
     const double d = x[j] - mu;
     return d * d;
   });
@@ -52,8 +37,8 @@ void layernorm_row_fwd(float* y, float* mean, float* rstd, const float* x, const
 // dx = rstd · (g - mean(g) - x̂ · mean(g ⊙ x̂)) with g = dy ⊙ gamma.
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void layernorm_row_bwd(float* dx, const float* dy, const float* x, double mu, double rs, const float* gamma, int N) {
-  const double sum_g = lane_sum(N, [&](int j) { return static_cast<double>(dy[j]) * gamma[j]; });
-  const double sum_gx = lane_sum(N, [&](int j) { return static_cast<double>(dy[j]) * gamma[j] * ((x[j] - mu) * rs); });
+  const double sum_g = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j]; });
+  const double sum_gx = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j] * ((x[j] - mu) * rs); });
   const double mean_g = sum_g / N, mean_gx = sum_gx / N;
   for (int j = 0; j < N; ++j) {
     const double g = static_cast<double>(dy[j]) * gamma[j];

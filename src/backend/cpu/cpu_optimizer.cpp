@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
@@ -12,26 +13,13 @@ namespace bert {
 namespace {
 
 constexpr int64_t kSumsqChunk = 8192;
-constexpr int kLanes = 8;
 
-// Σ x[i]^2 over [begin, end) in double, with kLanes interleaved partial sums added in a fixed tree.
+// Σ x[i]^2 over [begin, end) in double.
 double sumsq_chunk(const float* x, int64_t begin, int64_t end) {
-  double lane[kLanes] = {};
-  int64_t i = begin;
-  for (; i + kLanes <= end; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const double v = x[i + l];
-      lane[l] += v * v;
-    }
-  }
-  for (int l = 0; i < end; ++i, ++l) {
-    const double v = x[i];
-    lane[l] += v * v;
-  }
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
-  }
-  return lane[0];
+  return lane_sum(end - begin, [&](int64_t j) {
+    const double v = x[begin + j];
+    return v * v;
+  });
 }
 
 }  // namespace
