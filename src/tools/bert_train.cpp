@@ -4,7 +4,8 @@
 // (step/total, loss, lr, sequences/s, ETA), evaluates the whole eval set every train.eval_every
 // steps (or train.eval_every_samples samples) and at the end, stops a phase once an evaluation
 // reaches train.target_mlm_accuracy, writes periodic and final checkpoints, a metrics log
-// (log.metrics) and an MLPerf log (log.mlperf) on rank 0, and exits non-zero with the engine's
+// (log.metrics) and an MLPerf log (log.mlperf) on rank 0 (losses in the progress line and logs are
+// the world's: each step's loss averaged over the ranks), and exits non-zero with the engine's
 // message on any error. SIGTERM/SIGINT make it checkpoint at the next step boundary and exit;
 // --resume continues from the newest valid checkpoint of the run that owns checkpoint.dir; a fresh
 // run refuses a directory holding another run's checkpoints unless --overwrite (moved aside);
@@ -54,7 +55,8 @@ void usage() {
                "  The final checkpoint of a phase goes to <checkpoint.dir>/final.h5 (bert_final.h5 without\n"
                "  a dir; --output FILE.h5 for the last phase). train.eval_every / eval_every_samples evaluate\n"
                "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
-               "  --loss-log appends 'step loss' per step with every digit of the float.\n");
+               "  --loss-log appends 'step loss' per step with every digit of the float (rank 0 writes it;\n"
+               "  under mpirun the loss is the mean of the ranks' losses).\n");
 }
 
 void log_to_stderr(bert_log_level level, const char* message, void*) {
@@ -78,7 +80,7 @@ class PhaseRun {
  public:
   // `notes`: lines rank 0 prints once the session knows which rank this is.
   PhaseRun(const Options& options, const std::string& config_path, std::string text, std::string output,
-           FILE* loss_log, long long& steps_left, std::string notes)
+           FILE*& loss_log, long long& steps_left, std::string notes)
       : options_(options), config_path_(config_path), text_(std::move(text)), output_(std::move(output)),
         loss_log_(loss_log), steps_left_(steps_left), notes_(std::move(notes)) {}
   ~PhaseRun() { bert_session_destroy(session_); }
@@ -103,7 +105,7 @@ class PhaseRun {
   const Options& options_;
   const std::string config_path_;
   std::string text_, output_;
-  FILE* loss_log_;
+  FILE*& loss_log_;  // opened by rank 0 at its first phase
   long long& steps_left_;
   const std::string notes_;
 
@@ -158,6 +160,10 @@ bool PhaseRun::leader_setup() {
       std::printf("--overwrite: moved %zu files of the previous run from %s to %s (%s)\n", files.size(), dir_.c_str(),
                   aside.c_str(), bert_tools::join_names(files).c_str());
     }
+  }
+  if (!options_.loss_log_path.empty() && !loss_log_ && !(loss_log_ = std::fopen(options_.loss_log_path.c_str(), "a"))) {
+    std::fprintf(stderr, "error: --loss-log: cannot open '%s' for writing\n", options_.loss_log_path.c_str());
+    return false;
   }
   const nlohmann::json& log = resolved_["log"];
   for (const char* key : {"metrics", "mlperf"}) {
@@ -362,7 +368,14 @@ Outcome PhaseRun::run() {
   bool evaluated_last = false;
   for (long long step = first_step_; step <= total_; ++step) {
     if (failed(bert_step(session_, nullptr, &r), "bert_step")) return fail(1);
-    if (loss_log_) {
+    if (world_ > 1) {  // the world's loss: every rank's loss of this step, averaged
+      float losses[3] = {r.loss, r.mlm_loss, r.nsp_loss};
+      if (failed(bert_allreduce_host(session_, losses, 3, BERT_REDUCE_MEAN), "mean loss")) return fail(1);
+      r.loss = losses[0];
+      r.mlm_loss = losses[1];
+      r.nsp_loss = losses[2];
+    }
+    if (loss_log_ && leader_) {
       std::fprintf(loss_log_, "%lld %.9g\n", step, r.loss);
       std::fflush(loss_log_);
     }
@@ -547,11 +560,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!check_fresh_dirs(o)) return 2;
-  FILE* loss_log = nullptr;
-  if (!o.loss_log_path.empty() && !(loss_log = std::fopen(o.loss_log_path.c_str(), "a"))) {
-    std::fprintf(stderr, "error: cannot open '%s' for writing\n", o.loss_log_path.c_str());
-    return 2;
-  }
+  FILE* loss_log = nullptr;  // rank 0's, opened when its first phase starts
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
   sigaction(SIGTERM, &action, nullptr);
