@@ -224,7 +224,10 @@ BERT_API bert_status bert_allreduce_host(bert_session* session, float* data, siz
  * COLLECTIVE. Writes the checkpoint to path; with path == NULL, to
  * <checkpoint.dir>/ckpt_<step>.h5, then deletes old ones per checkpoint.keep/keep_every.
  * Rank 0 writes the file; every rank's data cursor is gathered into it. A failed write
- * returns an error, leaves earlier checkpoints intact, and training can continue. */
+ * returns an error, leaves earlier checkpoints intact, and training can continue. Every
+ * checkpoint records its run's id (fresh per session, taken over from a loaded checkpoint);
+ * rank 0 refuses (BERT_ERR_CHECKPOINT) to write into a checkpoint.dir whose most recent
+ * checkpoint is another run's. */
 BERT_API bert_status bert_checkpoint(bert_session* session, const char* path);
 /* Resumes the full training state from a checkpoint: afterwards training continues exactly
  * (bit-identical losses on the CPU backend) as if it had never stopped. The model shapes must
@@ -236,7 +239,8 @@ BERT_API bert_status bert_checkpoint_load(bert_session* session, const char* pat
  * train.init_checkpoint does this at session creation. */
 BERT_API bert_status bert_checkpoint_load_weights(bert_session* session, const char* path);
 /* Resumes from the newest checkpoint in dir (NULL: checkpoint.dir) that passes verification,
- * skipping corrupt or partial ones with a warning. *step receives the resumed step, or -1 when
+ * skipping corrupt or partial ones with a warning; only checkpoints of the run that wrote the
+ * directory's most recent checkpoint are considered (others are named in a warning). *step receives the resumed step, or -1 when
  * there is no valid checkpoint (still BERT_OK). */
 BERT_API bert_status bert_checkpoint_resume(bert_session* session, const char* dir, int64_t* step);
 

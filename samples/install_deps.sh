@@ -5,6 +5,8 @@
 #   bash samples/install_deps.sh --tests   also the test stack (tests/run_all.sh): GoogleTest,
 #                                          Python with NumPy/h5py/pytest/PyTorch (the oracle),
 #                                          pybind11, meson-python, Go and SWIG for the bindings,
+#                                          iproute2 (the two-host test's network namespaces),
+#                                          clang with libFuzzer and libomp (tests/fuzz),
 #                                          and cudnn-frontend's headers from pip where the CUDA
 #                                          toolkit is present in /usr/local/cuda
 set -euo pipefail
@@ -25,7 +27,8 @@ if ((tests)); then
   packages+=(
     libgtest-dev libgmock-dev libeigen3-dev
     python3 python3-dev python3-venv python3-numpy python3-h5py python3-pytest python3-torch
-    libopenblas0-pthread pybind11-dev python3-mesonpy python3-pip swig golang-go
+    libopenblas0-pthread pybind11-dev python3-mesonpy python3-pip swig golang-go iproute2
+    clang libclang-rt-14-dev libomp-dev
   )
 fi
 

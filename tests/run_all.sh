@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs dependencies, builds (with the CUDA backend
 # when nvcc is present; its GPU tests skip without a GPU), runs every suite, then the unit, C ABI
-# and distributed suites again under AddressSanitizer + UBSan (BERT_SKIP_SANITIZERS=1 skips that).
+# and distributed suites again under AddressSanitizer + UBSan (BERT_SKIP_SANITIZERS=1 skips that),
+# then each libFuzzer target briefly (tests/fuzz/run.sh; BERT_SKIP_FUZZ=1 skips that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,14 @@ if [ "${BERT_SKIP_SANITIZERS:-0}" != 1 ]; then
   export BERT_ASAN_BUILD_DIR="${BERT_ASAN_BUILD_DIR:-build-asan}"
   bash tests/sanitizers/run.sh || status=$?
   logs+=("$BERT_ASAN_BUILD_DIR/meson-logs/testlog-leaks.json" "$BERT_ASAN_BUILD_DIR/meson-logs/testlog-dist.json")
+fi
+
+# The libFuzzer targets of every parser of outside input, each for a short bounded time
+# (BERT_FUZZ_SECONDS, default 20; BERT_SKIP_FUZZ=1 skips the stage).
+if [ "${BERT_SKIP_FUZZ:-0}" != 1 ]; then
+  export BERT_FUZZ_BUILD_DIR="${BERT_FUZZ_BUILD_DIR:-build-fuzz}"
+  bash tests/fuzz/run.sh || status=$?
+  logs+=("$BERT_FUZZ_BUILD_DIR/meson-logs/testlog-fuzz.json")
 fi
 
 # One closing line for CI readers: counts of meson tests by result, over every stage.

@@ -249,12 +249,31 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
   }
 }
 
-CheckpointContents read_checkpoint(const std::string& path) {
-  Hdf5Silence silence;
+namespace {
+
+Hdf5Id open_checkpoint(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(Code::io, "checkpoint '", path, "' does not exist");
   Hdf5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.get() < 0) fail(Code::checkpoint, "checkpoint '", path, "' is not a readable HDF5 file (truncated or corrupt?)");
+  return file;
+}
+
+}  // namespace
+
+nlohmann::json read_checkpoint_state(const std::string& path) {
+  Hdf5Silence silence;
+  Hdf5Id file = open_checkpoint(path);
+  try {
+    return nlohmann::json::parse(read_string_attr(file.get(), "state", path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state' attribute: ", e.what());
+  }
+}
+
+CheckpointContents read_checkpoint(const std::string& path) {
+  Hdf5Silence silence;
+  Hdf5Id file = open_checkpoint(path);
   CheckpointContents c;
   c.format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
   if (c.format_version != kCheckpointFormatVersion && c.format_version != kTensorChecksumFormatVersion) {

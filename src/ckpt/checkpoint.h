@@ -42,6 +42,9 @@ void write_checkpoint(const std::string& path, const CheckpointContents& content
 // Reads and verifies the whole file (format version, checksum). Throws Error(io) if the file is
 // missing or unreadable, Error(checkpoint) if it is malformed, truncated or corrupt.
 CheckpointContents read_checkpoint(const std::string& path);
+// Only the "state" attribute, parsed but not verified against the checksum: for telling apart
+// the checkpoints of a directory cheaply. Throws Error(checkpoint/io) like read_checkpoint.
+nlohmann::json read_checkpoint_state(const std::string& path);
 // Checks that files can be created in `dir` (exists, is a directory, is writable). Error(io).
 void check_writable_dir(const std::string& dir);
 

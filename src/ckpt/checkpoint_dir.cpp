@@ -1,9 +1,12 @@
-// Checkpoint directory listing and retention.
+// Checkpoint directory listing, run ownership and retention.
 #include "ckpt/checkpoint_dir.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <regex>
+
+#include "ckpt/checkpoint.h"
+#include "core/error.h"
 
 namespace bert {
 
@@ -28,15 +31,48 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return out;
 }
 
-std::vector<std::string> apply_retention(const std::string& dir, int keep, int64_t keep_every) {
-  std::vector<std::pair<int64_t, std::string>> all = list_checkpoints(dir);
+std::vector<RunCheckpoint> list_run_checkpoints(const std::string& dir) {
+  std::vector<RunCheckpoint> out;
+  for (const auto& [step, path] : list_checkpoints(dir)) {
+    RunCheckpoint c;
+    c.step = step;
+    c.path = path;
+    try {
+      const nlohmann::json state = read_checkpoint_state(path);
+      c.run_id = state.value("run_id", std::string(kLegacyRunId));
+      c.written_ns = state.value("written_ns", int64_t{-1});
+      c.readable = true;
+    } catch (const Error&) {
+    } catch (const nlohmann::json::exception&) {  // a state whose run_id/written_ns has another type
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string owning_run(const std::vector<RunCheckpoint>& checkpoints) {
+  const RunCheckpoint* newest = nullptr;
+  for (const RunCheckpoint& c : checkpoints) {
+    if (c.readable && (!newest || c.written_ns > newest->written_ns ||
+                       (c.written_ns == newest->written_ns && c.step > newest->step))) {
+      newest = &c;
+    }
+  }
+  return newest ? newest->run_id : "";
+}
+
+std::vector<std::string> apply_retention(const std::string& dir, const std::string& run_id, int keep,
+                                         int64_t keep_every) {
+  std::vector<RunCheckpoint> mine;
+  for (RunCheckpoint& c : list_run_checkpoints(dir)) {
+    if (c.readable && c.run_id == run_id) mine.push_back(std::move(c));
+  }
   std::vector<std::string> deleted;
-  const int64_t n = static_cast<int64_t>(all.size());
+  const int64_t n = static_cast<int64_t>(mine.size());
   for (int64_t i = 0; i + keep < n; ++i) {
-    const auto& [step, path] = all[i];
-    if (keep_every > 0 && step % keep_every == 0) continue;
+    if (keep_every > 0 && mine[i].step % keep_every == 0) continue;
     std::error_code ec;
-    if (fs::remove(path, ec)) deleted.push_back(path);
+    if (fs::remove(mine[i].path, ec)) deleted.push_back(mine[i].path);
   }
   return deleted;
 }

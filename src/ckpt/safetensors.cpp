@@ -78,6 +78,7 @@ TensorMap read_safetensors(const std::string& path, std::map<std::string, std::s
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "'", path, "' has a malformed safetensors header: ", e.what());
   }
+  if (!header.is_object()) fail(Code::checkpoint, "'", path, "' has a safetensors header that is not a JSON object");
   const uint64_t data_start = 8 + n;
   TensorMap out;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -91,11 +92,13 @@ TensorMap read_safetensors(const std::string& path, std::map<std::string, std::s
       size_t count = 1;
       for (const auto& d : it->at("shape")) {
         t.shape.push_back(d.get<int64_t>());
-        count *= static_cast<size_t>(t.shape.back());
+        if (t.shape.back() < 0 || __builtin_mul_overflow(count, static_cast<size_t>(t.shape.back()), &count)) {
+          fail(Code::checkpoint, "'", path, "' tensor '", name, "' has an impossible shape dimension ", t.shape.back());
+        }
       }
       const size_t width = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
       if (width == 0) fail(Code::checkpoint, "'", path, "' tensor '", name, "' has unsupported dtype ", dtype);
-      if (end < begin || end - begin != count * width || data_start + end > file_size) {
+      if (end < begin || count > (end - begin) / width || end - begin != count * width || end > file_size - data_start) {
         fail(Code::checkpoint, "'", path, "' tensor '", name, "' has inconsistent offsets (truncated file?)");
       }
       std::vector<char> raw(end - begin);

@@ -9,6 +9,12 @@
 
 namespace bert {
 
+#if defined(__clang__) && __clang_major__ < 15
+using HalfStorage = __fp16;  // clang < 15 (the fuzz build) lacks _Float16 on x86; compiler-rt converts
+#else
+using HalfStorage = _Float16;
+#endif
+
 inline uint16_t float_to_bf16_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -25,14 +31,14 @@ inline float bf16_bits_to_float(uint16_t b) {
 }
 
 inline uint16_t float_to_fp16_bits(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
+  const HalfStorage h = static_cast<HalfStorage>(x);
   uint16_t b;
   std::memcpy(&b, &h, sizeof b);
   return b;
 }
 
 inline float fp16_bits_to_float(uint16_t b) {
-  _Float16 h;
+  HalfStorage h;
   std::memcpy(&h, &b, sizeof h);
   return static_cast<float>(h);
 }

@@ -77,7 +77,7 @@ void parse_list(std::string_view message, ExampleFeature& f, const std::string& 
         if (field.bytes.size() % 4) r.malformed("packed floats of " + std::to_string(field.bytes.size()) + " bytes");
         const size_t n = field.bytes.size() / 4, at = f.floats.size();
         f.floats.resize(at + n);
-        std::memcpy(f.floats.data() + at, field.bytes.data(), n * 4);
+        if (n) std::memcpy(f.floats.data() + at, field.bytes.data(), n * 4);  // empty list: data() may be null
       } else {
         r.malformed("float value with wire type " + std::to_string(field.wire_type));
       }

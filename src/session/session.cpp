@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <iomanip>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +25,7 @@
 namespace bert {
 namespace {
 
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -127,6 +131,14 @@ void derive_accumulation(TrainConfig& t, int world) {
   t.accumulation_steps = static_cast<int>(accumulation);
 }
 
+// 128 random bits as hex: the id stored in every checkpoint of a run.
+std::string new_run_id() {
+  std::random_device device;
+  char text[33];
+  std::snprintf(text, sizeof text, "%08x%08x%08x%08x", device(), device(), device(), device());
+  return text;
+}
+
 }  // namespace
 
 Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend)
@@ -136,6 +148,7 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   derive_accumulation(config_.train, comm_->world_size());
   config_json_ = config_.to_json().dump();
   check_same_config(*comm_, config_.to_json());
+  run_id_ = comm_->allgather_text(new_run_id()).front();  // rank 0's
   ops_ = make_backend(config_, comm_->local_rank());
   if (wrap_backend) ops_ = wrap_backend(std::move(ops_));
   ModelLimits limits;
@@ -425,6 +438,10 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
     BERT_CHECK(!config_.checkpoint.dir.empty(), Code::invalid_argument,
                "no checkpoint path given and checkpoint.dir is not configured");
     path = checkpoint_path(config_.checkpoint.dir, global_step_);
+    if (comm_->rank() == 0 && !owns_checkpoint_dir_) {
+      check_directory_owner();
+      owns_checkpoint_dir_ = true;
+    }
   }
   const ParamTable& table = model_->params();
   const int64_t n = table.total_elems;
@@ -445,17 +462,34 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
              {"loss_scale", scaler_.scale()},
              {"loss_scale_clean_steps", scaler_.clean_steps()},
              {"world_size", comm_->world_size()},
+             {"run_id", run_id_},
+             {"written_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count()},
              {"data_cursors", comm_->allgather_text(train_data_->cursor().dump())}};
   if (comm_->rank() == 0) {
     write_checkpoint(path, c);
     if (requested_path.empty()) {
-      for (const std::string& old : apply_retention(config_.checkpoint.dir, config_.checkpoint.keep,
+      for (const std::string& old : apply_retention(config_.checkpoint.dir, run_id_, config_.checkpoint.keep,
                                                     config_.checkpoint.keep_every)) {
         log_message(log_info, "retention: removed " + old);
       }
     }
   }
   return path;
+}
+
+void Session::check_directory_owner() const {
+  const std::string& dir = config_.checkpoint.dir;
+  const std::vector<RunCheckpoint> all = list_run_checkpoints(dir);
+  const std::string owner = owning_run(all);
+  if (owner.empty() || owner == run_id_) return;
+  std::string theirs;
+  for (const RunCheckpoint& c : all) {
+    if (c.readable && c.run_id == owner) theirs += (theirs.empty() ? "" : ", ") + fs::path(c.path).filename().string();
+  }
+  fail(Code::checkpoint, "checkpoint.dir '", dir, "' holds checkpoints of another run (run id ", owner, ": ", theirs,
+       "); this is run ", run_id_, ": continue that run with bert_checkpoint_resume (bert-train --resume), or move them "
+       "away (bert-train --overwrite) or use another checkpoint.dir");
 }
 
 // Settings that give the saved state its meaning: another optimizer's moments or another
@@ -546,6 +580,10 @@ void Session::load_checkpoint(const std::string& path) {
   train_data_ = std::move(data);
   config_ = resumed;
   config_json_ = config_.to_json().dump();
+  // The run continues under the checkpoint's id (kLegacyRunId for files written before run ids).
+  const std::string run_id = st.value("run_id", std::string(kLegacyRunId));
+  if (run_id != run_id_) owns_checkpoint_dir_ = false;
+  run_id_ = run_id;
   discard_accumulation();
 }
 
@@ -581,11 +619,17 @@ int64_t Session::resume_latest(const std::string& requested_dir) {
       log_message(log_warning, "removed partial checkpoint left by an interrupted write: " + stale);
     }
   }
-  auto all = list_checkpoints(dir);
+  const std::vector<RunCheckpoint> all = list_run_checkpoints(dir);
+  const std::string owner = owning_run(all);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->readable && it->run_id != owner) {
+      log_message(log_warning, "not resuming from " + it->path + ": it belongs to another run (run id " + it->run_id +
+                                   ") than the directory's most recent checkpoint (run id " + owner + ")");
+      continue;
+    }
     try {
-      load_checkpoint(it->second);
-      log_message(log_info, "resumed from " + it->second);
+      load_checkpoint(it->path);
+      log_message(log_info, "resumed from " + it->path + " (run id " + run_id_ + ")");
       return global_step_;
     } catch (const Error& e) {
       if (e.code() != Code::checkpoint && e.code() != Code::io) throw;

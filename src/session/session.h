@@ -73,8 +73,11 @@ class Session {
   // Weights only (phase 2, fine-tuning, continued pretraining); optimizer and step unchanged.
   void load_weights(const std::string& path);
   // Loads the newest checkpoint in dir (default checkpoint.dir) that passes verification,
-  // skipping corrupt ones with a warning. Returns its step, or -1 if there is none.
+  // skipping corrupt ones with a warning; only checkpoints of the run that owns the directory
+  // (wrote its most recent checkpoint) are candidates. Returns its step, or -1 if there is none.
   int64_t resume_latest(const std::string& dir);
+  // This run's id: fresh (rank 0's, shared) at creation, the checkpoint's once one is loaded.
+  const std::string& run_id() const { return run_id_; }
 
   // Parameter interop in Hugging Face shapes; throws Error(invalid_argument) on a bad name/count.
   void read_param(const std::string& name, float* dst, size_t count, bool gradient);
@@ -86,6 +89,8 @@ class Session {
  private:
   // Refuses (or warns about) a checkpoint whose config makes its state mean something else here.
   void check_resumable(const std::string& path, const nlohmann::json& saved_config) const;
+  // Refuses to write into a checkpoint.dir owned by another run (Error(checkpoint)).
+  void check_directory_owner() const;
   const ParamEntry& entry(const std::string& name, size_t count) const;
   ModelInputs inputs(const BatchView& batch) const;
   // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.
@@ -112,6 +117,8 @@ class Session {
   LrSchedule schedule_;
   HostBatch host_batch_;
 
+  std::string run_id_;
+  bool owns_checkpoint_dir_ = false;  // checked at the first periodic checkpoint of this run id
   int64_t global_step_ = 0;
   uint64_t micro_step_ = 0;  // dropout stream position: one per training forward
   int accum_micro_ = 0;

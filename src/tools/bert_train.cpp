@@ -4,10 +4,13 @@
 // (step/total, loss, lr, sequences/s, ETA), evaluates the whole eval set every train.eval_every
 // steps (or train.eval_every_samples samples) and at the end, stops a phase once an evaluation
 // reaches train.target_mlm_accuracy, writes periodic and final checkpoints, a metrics log
-// (log.metrics) and an MLPerf log (log.mlperf) on rank 0, and exits non-zero with the engine's
+// (log.metrics) and an MLPerf log (log.mlperf) on rank 0 (losses in the progress line and logs are
+// the world's: each step's loss averaged over the ranks), and exits non-zero with the engine's
 // message on any error. SIGTERM/SIGINT make it checkpoint at the next step boundary and exit;
-// --resume continues from the newest valid checkpoint; --steps-this-run N checkpoints and exits
-// after N steps of this invocation without changing the schedule.
+// --resume continues from the newest valid checkpoint of the run that owns checkpoint.dir; a fresh
+// run refuses a directory holding another run's checkpoints unless --overwrite (moved aside);
+// --steps-this-run N checkpoints and exits after N steps of this invocation without changing the
+// schedule.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@
 #include "bert.h"
 #include "metrics_log.h"
 #include "mlperf_log.h"
+#include "run_dir.h"
 #include "tool_common.h"
 
 namespace {
@@ -39,17 +43,20 @@ void on_stop_signal(int sig) { stop_signal = sig; }
 void usage() {
   std::fprintf(stderr,
                "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
-               "                  [--resume] [--loss-log FILE] [--quiet]\n"
+               "                  [--resume | --overwrite] [--loss-log FILE] [--quiet]\n"
                "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
                "  each later one starts from the previous one's final checkpoint (its train.init_checkpoint\n"
                "  unless set) with a fresh step, schedule and data cursor. With checkpoint.dir set, writes\n"
                "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
-               "  continues from the newest valid one (a phase whose final checkpoint exists is skipped).\n"
+               "  continues from the newest valid one of the run that wrote the directory last (a phase whose\n"
+               "  final checkpoint exists is skipped). A checkpoint.dir belongs to one run: without --resume,\n"
+               "  a directory holding checkpoints is refused; --overwrite moves them to <dir>/overwritten-<time>/.\n"
                "  --steps-this-run stops (checkpoint written, exit 0) after N steps of this invocation.\n"
                "  The final checkpoint of a phase goes to <checkpoint.dir>/final.h5 (bert_final.h5 without\n"
                "  a dir; --output FILE.h5 for the last phase). train.eval_every / eval_every_samples evaluate\n"
                "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
-               "  --loss-log appends 'step loss' per step with every digit of the float.\n");
+               "  --loss-log appends 'step loss' per step with every digit of the float (rank 0 writes it;\n"
+               "  under mpirun the loss is the mean of the ranks' losses).\n");
 }
 
 void log_to_stderr(bert_log_level level, const char* message, void*) {
@@ -63,7 +70,7 @@ struct Options {
   std::string output, loss_log_path;
   long long steps_override = -1;
   long long steps_this_run = -1;  // -1: no limit
-  bool quiet = false, resume = false;
+  bool quiet = false, resume = false, overwrite = false;
 };
 
 enum class Outcome { completed, target_reached, step_budget_spent, signalled, failed };
@@ -73,7 +80,7 @@ class PhaseRun {
  public:
   // `notes`: lines rank 0 prints once the session knows which rank this is.
   PhaseRun(const Options& options, const std::string& config_path, std::string text, std::string output,
-           FILE* loss_log, long long& steps_left, std::string notes)
+           FILE*& loss_log, long long& steps_left, std::string notes)
       : options_(options), config_path_(config_path), text_(std::move(text)), output_(std::move(output)),
         loss_log_(loss_log), steps_left_(steps_left), notes_(std::move(notes)) {}
   ~PhaseRun() { bert_session_destroy(session_); }
@@ -84,6 +91,7 @@ class PhaseRun {
 
  private:
   bool setup();
+  bool leader_setup();
   bool eval_due(long long step) const;
   bool evaluate(long long step, bert_eval_result& e);
   void log_mlperf_header();
@@ -97,7 +105,7 @@ class PhaseRun {
   const Options& options_;
   const std::string config_path_;
   std::string text_, output_;
-  FILE* loss_log_;
+  FILE*& loss_log_;  // opened by rank 0 at its first phase
   long long& steps_left_;
   const std::string notes_;
 
@@ -138,6 +146,36 @@ void PhaseRun::block_stop(long long samples) {
   in_block_ = false;
 }
 
+// Rank 0's part of the setup: --overwrite's move, the log files.
+bool PhaseRun::leader_setup() {
+  if (options_.overwrite && !dir_.empty()) {
+    const std::vector<std::string> files = bert_tools::run_files(dir_);
+    if (!files.empty()) {
+      std::string error;
+      const std::string aside = bert_tools::move_aside(dir_, files, &error);
+      if (aside.empty()) {
+        std::fprintf(stderr, "error: --overwrite: %s\n", error.c_str());
+        return false;
+      }
+      std::printf("--overwrite: moved %zu files of the previous run from %s to %s (%s)\n", files.size(), dir_.c_str(),
+                  aside.c_str(), bert_tools::join_names(files).c_str());
+    }
+  }
+  if (!options_.loss_log_path.empty() && !loss_log_ && !(loss_log_ = std::fopen(options_.loss_log_path.c_str(), "a"))) {
+    std::fprintf(stderr, "error: --loss-log: cannot open '%s' for writing\n", options_.loss_log_path.c_str());
+    return false;
+  }
+  const nlohmann::json& log = resolved_["log"];
+  for (const char* key : {"metrics", "mlperf"}) {
+    const std::string path = log[key].get<std::string>();
+    if (!(key == std::string("metrics") ? metrics_.open(path) : mlperf_.open(path))) {
+      std::fprintf(stderr, "error: config key 'log.%s': cannot open '%s' for writing\n", key, path.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 bool PhaseRun::setup() {
   if (!options_.quiet) bert_set_log_callback(log_to_stderr, nullptr);
   if (failed(bert_session_create(text_.c_str(), nullptr, &session_), config_path_.c_str())) return false;
@@ -171,16 +209,13 @@ bool PhaseRun::setup() {
     exit_code_ = 2;
     return false;
   }
-  if (leader_) {
-    const nlohmann::json& log = resolved_["log"];
-    for (const char* key : {"metrics", "mlperf"}) {
-      const std::string path = log[key].get<std::string>();
-      if (!(key == std::string("metrics") ? metrics_.open(path) : mlperf_.open(path))) {
-        std::fprintf(stderr, "error: config key 'log.%s': cannot open '%s' for writing\n", key, path.c_str());
-        exit_code_ = 2;
-        return false;
-      }
-    }
+  if (leader_ && !leader_setup()) exit_code_ = 2;
+  // Every rank learns whether rank 0's part succeeded, so none goes on to wait for the others.
+  float leader_failed = exit_code_ != 0 ? 1.0f : 0.0f;
+  if (world_ > 1 && failed(bert_allreduce_host(session_, &leader_failed, 1, BERT_REDUCE_MAX), "setup")) return false;
+  if (leader_failed > 0) {
+    exit_code_ = 2;
+    return false;
   }
   log_mlperf_header();
   if (options_.resume) {
@@ -333,7 +368,14 @@ Outcome PhaseRun::run() {
   bool evaluated_last = false;
   for (long long step = first_step_; step <= total_; ++step) {
     if (failed(bert_step(session_, nullptr, &r), "bert_step")) return fail(1);
-    if (loss_log_) {
+    if (world_ > 1) {  // the world's loss: every rank's loss of this step, averaged
+      float losses[3] = {r.loss, r.mlm_loss, r.nsp_loss};
+      if (failed(bert_allreduce_host(session_, losses, 3, BERT_REDUCE_MEAN), "mean loss")) return fail(1);
+      r.loss = losses[0];
+      r.mlm_loss = losses[1];
+      r.nsp_loss = losses[2];
+    }
+    if (loss_log_ && leader_) {
       std::fprintf(loss_log_, "%lld %.9g\n", step, r.loss);
       std::fflush(loss_log_);
     }
@@ -426,6 +468,8 @@ bool parse_args(int argc, char** argv, Options& o) {
       o.loss_log_path = argv[++i];
     } else if (a == "--resume") {
       o.resume = true;
+    } else if (a == "--overwrite") {
+      o.overwrite = true;
     } else if (a == "--quiet") {
       o.quiet = true;
     } else if (!a.empty() && a[0] != '-') {
@@ -434,6 +478,10 @@ bool parse_args(int argc, char** argv, Options& o) {
       std::fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
       return false;
     }
+  }
+  if (o.resume && o.overwrite) {
+    std::fprintf(stderr, "error: --resume continues the run in checkpoint.dir, --overwrite starts a new one: give one of them\n");
+    return false;
   }
   return !o.configs.empty();
 }
@@ -452,15 +500,38 @@ std::string phase_config(const Options& o, const std::string& path, const std::s
   return j.dump();
 }
 
-// Where phase `path` writes its final checkpoint (read from its config without a session).
+// The checkpoint.dir of config `path` (read without a session; "" when unset).
+std::string phase_dir(const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(bert_tools::read_file_or_exit(path), nullptr, false);
+  if (j.is_object() && j.contains("checkpoint") && j["checkpoint"].contains("dir") && j["checkpoint"]["dir"].is_string()) {
+    return j["checkpoint"]["dir"].get<std::string>();
+  }
+  return "";
+}
+
+// Where phase `path` writes its final checkpoint.
 std::string phase_output(const Options& o, const std::string& path, bool last) {
   if (last && !o.output.empty()) return o.output;
-  nlohmann::json j = nlohmann::json::parse(bert_tools::read_file_or_exit(path), nullptr, false);
-  std::string dir;
-  if (j.is_object() && j.contains("checkpoint") && j["checkpoint"].contains("dir") && j["checkpoint"]["dir"].is_string()) {
-    dir = j["checkpoint"]["dir"].get<std::string>();
-  }
+  const std::string dir = phase_dir(path);
   return dir.empty() ? "bert_final.h5" : dir + "/final.h5";
+}
+
+// A fresh run (no --resume) refuses a checkpoint.dir that holds another run's files, before any
+// rank starts: every rank sees the same directory and refuses alike.
+bool check_fresh_dirs(const Options& o) {
+  if (o.resume || o.overwrite) return true;
+  for (const std::string& config : o.configs) {
+    const std::string dir = phase_dir(config);
+    const std::vector<std::string> files = dir.empty() ? std::vector<std::string>{} : bert_tools::run_files(dir);
+    if (!files.empty()) {
+      std::fprintf(stderr,
+                   "error: %s: checkpoint.dir '%s' holds another run's checkpoints (%s): continue that run with --resume, "
+                   "or start a new one with --overwrite (moves them to %s/overwritten-<time>/)\n",
+                   config.c_str(), dir.c_str(), bert_tools::join_names(files).c_str(), dir.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -488,11 +559,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  FILE* loss_log = nullptr;
-  if (!o.loss_log_path.empty() && !(loss_log = std::fopen(o.loss_log_path.c_str(), "a"))) {
-    std::fprintf(stderr, "error: cannot open '%s' for writing\n", o.loss_log_path.c_str());
-    return 2;
-  }
+  if (!check_fresh_dirs(o)) return 2;
+  FILE* loss_log = nullptr;  // rank 0's, opened when its first phase starts
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
   sigaction(SIGTERM, &action, nullptr);

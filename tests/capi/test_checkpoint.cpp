@@ -1,6 +1,7 @@
 // Checkpoints through the C ABI: exact resume (bit-identical losses) with host batches and with
 // the session's own data, weights-only loading, retention, resuming the newest valid checkpoint,
-// corruption refused without changing the session, phase rules.
+// corruption refused without changing the session, phase rules, and a checkpoint.dir owned by one
+// run (another run's session may not write there; resume continues only the owning run).
 #include <bert.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -304,6 +305,65 @@ TEST(Checkpoint, FailedSaveKeepsPreviousCheckpointsAndTrainingContinues) {
   bert_session_destroy(r);
   bert_session_destroy(s);
   fs::remove_all(dir);
+}
+
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(Checkpoint, DirectoryBelongsToOneRun) {
+  const fs::path dir = temp_dir("owned"), other = temp_dir("owned_other");
+  const std::string ckpt = "{\"dir\": \"" + dir.string() + "\", \"keep\": 10}";
+  bert_session* a = create(config("", ckpt));
+  for (int i = 0; i < 3; ++i) {
+    train(a, i, i + 1, false);
+    ASSERT_EQ(bert_checkpoint(a, nullptr), BERT_OK) << bert_last_error();
+  }
+  bert_session_destroy(a);
+  const std::vector<std::string> written = {"ckpt_1.h5", "ckpt_2.h5", "ckpt_3.h5"};
+  ASSERT_EQ(listing(dir), written);
+  const uintmax_t size_1 = fs::file_size(dir / "ckpt_1.h5");
+
+  // A fresh session (another run) may not write into it: not even ckpt_1.h5, which it would replace.
+  bert_session* b = create(config("", ckpt));
+  train(b, 0, 1, false);
+  EXPECT_EQ(bert_checkpoint(b, nullptr), BERT_ERR_CHECKPOINT);
+  const std::string message = bert_last_error();
+  EXPECT_NE(message.find("checkpoint.dir '" + dir.string() + "' holds checkpoints of another run (run id "),
+            std::string::npos) << message;
+  EXPECT_NE(message.find(": ckpt_1.h5, ckpt_2.h5, ckpt_3.h5); this is run "), std::string::npos) << message;
+  EXPECT_NE(message.find("bert_checkpoint_resume"), std::string::npos) << message;
+  EXPECT_EQ(listing(dir), written);
+  // Its own files elsewhere are fine; so is a session that resumed the owning run.
+  EXPECT_EQ(bert_checkpoint(b, (other / "b.h5").c_str()), BERT_OK) << bert_last_error();
+  bert_session* resumed = create(config("", ckpt));
+  int64_t step = 0;
+  ASSERT_EQ(bert_checkpoint_resume(resumed, nullptr, &step), BERT_OK) << bert_last_error();
+  EXPECT_EQ(step, 3);
+  train(resumed, 3, 4, false);
+  EXPECT_EQ(bert_checkpoint(resumed, nullptr), BERT_OK) << bert_last_error();
+  EXPECT_EQ(listing(dir), (std::vector<std::string>{"ckpt_1.h5", "ckpt_2.h5", "ckpt_3.h5", "ckpt_4.h5"}));
+  EXPECT_EQ(fs::file_size(dir / "ckpt_1.h5"), size_1);
+  bert_session_destroy(resumed);
+
+  // A directory holding two runs' checkpoints: resume takes the run that wrote last (b, step 1),
+  // not the older run's ckpt_4 with its higher step.
+  const std::string other_ckpt = "{\"dir\": \"" + other.string() + "\", \"keep\": 10}";
+  bert_session* c = create(config("", other_ckpt));
+  train(c, 0, 2, false);
+  ASSERT_EQ(bert_checkpoint(c, nullptr), BERT_OK) << bert_last_error();
+  bert_session_destroy(c);
+  fs::copy_file(dir / "ckpt_4.h5", other / "ckpt_4.h5");
+  bert_session* d = create(config("", other_ckpt));
+  ASSERT_EQ(bert_checkpoint_resume(d, nullptr, &step), BERT_OK) << bert_last_error();
+  EXPECT_EQ(step, 2);
+  bert_session_destroy(d);
+  bert_session_destroy(b);
+  fs::remove_all(dir);
+  fs::remove_all(other);
 }
 
 }  // namespace

@@ -1,14 +1,20 @@
 """bert-train end to end under `mpirun -np 2` on CPU ranks: a small model on shards made from
 real text (Debian's python3.11-doc tutorial) evaluates the held-out eval set periodically and
 stops at a reachable target; the evaluation of one set of weights is bit-identical on 1 and 2
-ranks; logs are written once (rank 0); a global batch the world cannot divide is refused."""
+ranks; logs are written once (rank 0), the loss log and progress line with the world's mean loss; a
+global batch the world cannot divide is refused."""
 import json
 import os
+import re
+import subprocess
 
+import numpy as np
 import pytest
 
-from train_helpers import (PYTHON_DOCS, TRAIN, evals, make_shards, needs_tools, read_metrics, run, tiny_model,
-                           which, write_config)
+from train_helpers import (BUILD, PYTHON_DOCS, SOURCE, TRAIN, evals, make_shards, needs_tools, read_metrics, run,
+                           tiny_model, which, write_config)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 MPIRUN = which("mpirun")
 pytestmark = [needs_tools, pytest.mark.skipif(MPIRUN is None, reason="mpirun (Open MPI) is not installed")]
@@ -93,3 +99,36 @@ def test_two_phases_on_two_ranks_report_once(tmp_path):
     assert out.count("== phase 1 of 2") == 1 and out.count("== phase 2 of 2") == 1 and out.count("done:") == 2, out
     out = mpirun(2, *configs, "--quiet", "--resume").stdout
     assert out.count("already complete") == 1, out
+
+
+def test_loss_log_and_progress_line_hold_the_world_mean_once(tmp_path):
+    """bert-train --loss-log under mpirun -np 2: one line per step, from rank 0, holding the mean of
+    the two ranks' losses (each rank's own losses come from the same session through the Python
+    binding); the progress line averages those world means."""
+    native = os.path.join(BUILD, "tests", "bindings")
+    if not os.path.isdir(native) or not any(f.startswith("_native") for f in os.listdir(native)):
+        pytest.skip("the Python binding's extension is not built")
+    (tmp_path / "ckpt").mkdir()
+    cfg = write_config(tmp_path / "mean.json", {
+        "model": tiny_model(), "train": {"micro_batch": 4, "steps": 6, "lr": 0.01, "threads": 1, "log_every": 2},
+        "data": {"max_seq_length": 32, "max_predictions_per_seq": 4}, "checkpoint": {"dir": str(tmp_path / "ckpt")}})
+    p = mpirun(2, cfg, "--loss-log", tmp_path / "loss.log")
+    lines = open(tmp_path / "loss.log").read().splitlines()
+    assert [int(line.split()[0]) for line in lines] == [1, 2, 3, 4, 5, 6], lines
+    logged = [np.float32(line.split()[1]) for line in lines]
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "bindings", "python"), BERTENGINE_NATIVE_DIR=native)
+    subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "PYTHONPATH", "-x",
+                    "BERTENGINE_NATIVE_DIR", "/usr/bin/python3", os.path.join(HERE, "rank_losses.py"), str(cfg), "6",
+                    str(tmp_path / "rank")], check=True, env=env, capture_output=True, timeout=300)
+    ranks = [[np.float32(v) for v in open(tmp_path / f"rank.{r}").read().split()] for r in (0, 1)]
+    mean = [(a + b) / np.float32(2) for a, b in zip(*ranks)]  # float32 sum then / world, as MPI does
+    assert any(a != b for a, b in zip(*ranks))  # the ranks' losses differ, so the mean is not one rank's
+    assert logged == mean, (logged, ranks)
+    # The progress line: the mean over the log_every window so far (every step where stdout is a terminal,
+    # as mpirun's is).
+    progress = {int(s): shown for s, shown in re.findall(r"step (\d)/6  loss (\S+)", p.stdout)}
+    assert {2, 4, 6} <= progress.keys(), p.stdout
+    for s, shown in progress.items():
+        window = [float(m) for m in mean[(s - 1) // 2 * 2:s]]
+        assert shown == f"{sum(window) / len(window):.4f}", (s, shown, mean)

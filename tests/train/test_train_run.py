@@ -45,7 +45,7 @@ def test_evaluation_reads_the_whole_eval_set_or_eval_samples(shards, tmp_path):
     assert f"eval: step 2: {total} sequences" in out, out
     cfg = hdf5_config(shards, tmp_path, steps=2)
     cfg["data"]["eval_samples"] = 21
-    out = run(TRAIN, write_config(tmp_path / "c21.json", cfg), "--quiet").stdout
+    out = run(TRAIN, write_config(tmp_path / "c21.json", cfg), "--quiet", "--overwrite").stdout
     assert "eval: step 2: 21 sequences" in out, out
 
 
@@ -94,7 +94,7 @@ def test_global_batch_sets_the_accumulation(shards, tmp_path):
     run(TRAIN, cfg, "--quiet")
     assert [d["samples"] for _, d in read_metrics(tmp_path / "metrics.json") if "loss" in d] == [48, 96]
     cfg = write_config(tmp_path / "bad.json", hdf5_config(shards, tmp_path, steps=2, global_batch=50))
-    p = run(TRAIN, cfg, "--quiet", check=False)
+    p = run(TRAIN, cfg, "--quiet", "--overwrite", check=False)
     assert p.returncode == 1
     assert "'train.global_batch' = 50 is not a multiple of train.micro_batch (16) x world size (1) = 16" in p.stderr
 
@@ -121,7 +121,8 @@ def test_two_phases_in_one_command_resume_and_steps_this_run(tmp_path):
     expected = losses(straight / "loss.log")
     assert [s for s, _ in expected] == ["1", "2", "3", "4", "5", "6", "1", "2", "3", "4"]
     # Phase 2 started from phase 1's final weights: the same run from the raw config differs.
-    alone = run(TRAIN, p2, "--quiet", "--output", straight / "alone.h5", "--loss-log", straight / "alone.log")
+    alone = run(TRAIN, p2, "--quiet", "--overwrite", "--output", straight / "alone.h5", "--loss-log",
+                straight / "alone.log")
     assert losses(straight / "alone.log")[0] != expected[6], alone.stdout
 
     split = tmp_path / "split"
