@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <tuple>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -401,8 +400,12 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
   const bool want_logits = output && output->what == ModelOutput::logits;
   ForwardStats stats;
   // Cross-entropy over rows [M, V] of `logits` with labels at `labels` (-1: ignored), mean over
-  // the labelled rows times `weight`; returns (loss, labelled rows, correct rows) and leaves the
-  // scaled gradient in `logits` and per-row hits in `hits`.
+  // the labelled rows times `weight`; returns the mean loss, labelled rows and correct rows and
+  // leaves the scaled gradient in `logits` and per-row hits in `hits`.
+  struct CrossEntropy {
+    double loss;
+    int64_t count, correct;
+  };
   auto cross_entropy = [&](float* logits, const int32_t* labels, const int32_t* host_labels, int64_t M, int V,
                            float weight, std::vector<int32_t>& hits) {
     int64_t count = 0;
@@ -419,7 +422,7 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       sum += losses[i];
       correct += hits[i];
     }
-    return std::make_tuple(count ? sum / count : 0.0, count, correct);
+    return CrossEntropy{count ? sum / count : 0.0, count, correct};
   };
   std::vector<int32_t> hits;
 
@@ -445,10 +448,9 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
         }
         ops_.upload(head_logits_, grad.data(), B * sizeof(float));
       } else {
-        auto [loss, count, correct] = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), B, NL, 1.0f, hits);
-        stats.task_loss_sum = loss * B;
-        stats.task_correct = correct;
-        (void)count;
+        const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), B, NL, 1.0f, hits);
+        stats.task_loss_sum = ce.loss * B;
+        stats.task_correct = ce.correct;
       }
       stats.task_count = B;
       if (!backward) return stats;
@@ -467,10 +469,10 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL, Activation::none);
       if (want_logits) copy_out_tokens(output->host, head_logits_, in, NL);
       if (!in.has_labels) return stats;
-      auto [loss, count, correct] = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), T, NL, 1.0f, hits);
-      stats.task_loss_sum = loss * count;
-      stats.task_count = count;
-      stats.task_correct = correct;
+      const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), T, NL, 1.0f, hits);
+      stats.task_loss_sum = ce.loss * ce.count;
+      stats.task_count = ce.count;
+      stats.task_correct = ce.correct;
       if (!backward) return stats;
       ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, T, H,
                       NL, Activation::none, false);
@@ -494,11 +496,8 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       }
       if (!in.has_labels) return stats;
       std::vector<int32_t> end_hits;
-      auto [start_loss, start_count, start_correct] =
-          cross_entropy(start, head_labels_, in.task_labels.data(), B, S, 0.5f, hits);
-      auto [end_loss, end_count, end_correct] =
-          cross_entropy(end, head_labels_ + B, in.task_labels.data() + B, B, S, 0.5f, end_hits);
-      (void)start_count, (void)end_count, (void)start_correct, (void)end_correct;
+      const double start_loss = cross_entropy(start, head_labels_, in.task_labels.data(), B, S, 0.5f, hits).loss;
+      const double end_loss = cross_entropy(end, head_labels_ + B, in.task_labels.data() + B, B, S, 0.5f, end_hits).loss;
       stats.task_loss_sum = (start_loss + end_loss) / 2 * B;
       stats.task_count = B;
       for (int b = 0; b < B; ++b) {

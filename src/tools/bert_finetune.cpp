@@ -1,5 +1,8 @@
-// bert-finetune CONFIG.json: fine-tunes a pretrained BERT on a GLUE task through the C ABI.
-// The config is the session schema (README.md) plus a "finetune" section:
+// bert-finetune CONFIG.json: fine-tunes a pretrained BERT on a GLUE task (sequence
+// classification / regression; DATA_DIR/train.tsv and the task's dev file) or, with task "conll",
+// on CoNLL token files (token classification, BIO tags; DATA_DIR/train.txt and dev.txt, scored
+// by entity-level F1) through the C ABI. The config is the session schema (README.md) plus a
+// "finetune" section:
 //   {"finetune": {"task": "sst-2", "data_dir": "glue/SST-2", "vocab": "vocab.txt", "epochs": 3,
 //                 "output_dir": "out", "lower_case": true, "eval_batch": 64},
 //    "train": {"init_checkpoint": "pretrained.h5 or an HF folder", "micro_batch": 32, "lr": 5e-5, ...},
@@ -13,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +25,7 @@
 
 #include "bert.h"
 #include "core/error.h"
+#include "data/conll.h"
 #include "finetune_common.h"
 #include "tool_common.h"
 
@@ -46,6 +51,110 @@ T get(const json& section, const char* key, const T& fallback) {
   }
 }
 
+// A task's training and dev sets: how to cut a training batch, and how to score the dev set.
+struct TaskData {
+  int train_count = 0, dev_count = 0;
+  json task_section;    // the session config's "task"
+  std::string summary;  // "sst-2: 100 train / 20 dev examples (dev.tsv)"
+  std::function<bert_batch(const std::vector<int32_t>& rows, bert_tools::BatchStorage& storage)> train_batch;
+  // The dev set's metrics as text; returns false after printing the error of a failed call.
+  std::function<bool(bert_session* s, int chunk, std::string& metrics, double& seconds)> evaluate;
+};
+
+TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
+  auto train = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, dir + "/train.tsv", tokenizer, max_seq));
+  auto dev = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, dir + "/" + task.dev_file, tokenizer, max_seq));
+  TaskData d;
+  d.train_count = train->features.count;
+  d.dev_count = dev->features.count;
+  d.task_section = {{"type", "sequence_classification"}, {"num_labels", task.num_labels()}};
+  if (!task.regression()) d.task_section["id2label"] = task.labels;
+  d.summary = task.name + ": " + std::to_string(train->features.count) + " train / " +
+              std::to_string(dev->features.count) + " dev examples (" + task.dev_file + ")";
+  d.train_batch = [train, task](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
+    return bert_tools::make_batch(train->features, rows, task.regression(), true, st);
+  };
+  d.evaluate = [dev, task](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+    std::vector<float> logits;
+    if (!bert_tools::infer_logits(s, dev->features, task.num_labels(), chunk, logits, &seconds)) return false;
+    metrics = task.dev_file + " (" + std::to_string(dev->features.count) + " examples): " +
+              bert_tools::format_metrics(bert_tools::glue_metrics(task, *dev, logits));
+    return true;
+  };
+  return d;
+}
+
+// Rows of a CoNLL feature set as a token-classification batch (labels [B, S]).
+bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>& rows, bool with_labels,
+                       bert_tools::BatchStorage& st) {
+  const size_t S = static_cast<size_t>(f.seq_length);
+  st.ids.clear(), st.seg.clear(), st.mask.clear(), st.labels.clear();
+  for (int32_t r : rows) {
+    const size_t at = static_cast<size_t>(r) * S;
+    st.ids.insert(st.ids.end(), f.input_ids.begin() + at, f.input_ids.begin() + at + S);
+    st.seg.insert(st.seg.end(), f.segment_ids.begin() + at, f.segment_ids.begin() + at + S);
+    st.mask.insert(st.mask.end(), f.input_mask.begin() + at, f.input_mask.begin() + at + S);
+    st.labels.insert(st.labels.end(), f.labels.begin() + at, f.labels.begin() + at + S);
+  }
+  bert_batch b;
+  bert_batch_init(&b);
+  b.batch_size = static_cast<int32_t>(rows.size());
+  b.seq_length = f.seq_length;
+  b.input_ids = st.ids.data();
+  b.segment_ids = st.seg.data();
+  b.input_mask = st.mask.data();
+  if (with_labels) b.labels = st.labels.data();
+  return b;
+}
+
+TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
+  const std::vector<bert::ConllSentence> train_s = bert::read_conll(dir + "/train.txt");
+  auto dev_s = std::make_shared<std::vector<bert::ConllSentence>>(bert::read_conll(dir + "/dev.txt"));
+  std::vector<bert::ConllSentence> all = train_s;
+  all.insert(all.end(), dev_s->begin(), dev_s->end());
+  const std::vector<std::string> labels = bert::conll_labels(all);
+  auto train = std::make_shared<bert::ConllFeatures>(bert::conll_features(train_s, labels, tokenizer, max_seq));
+  auto dev = std::make_shared<bert::ConllFeatures>(bert::conll_features(*dev_s, labels, tokenizer, max_seq));
+  TaskData d;
+  d.train_count = train->count;
+  d.dev_count = dev->count;
+  d.task_section = {{"type", "token_classification"}, {"num_labels", labels.size()}, {"id2label", labels}};
+  d.summary = "conll: " + std::to_string(train->count) + " train / " + std::to_string(dev->count) +
+              " dev sentences (dev.txt), " + std::to_string(labels.size()) + " tags";
+  d.train_batch = [train](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
+    return conll_batch(*train, rows, true, st);
+  };
+  d.evaluate = [dev, dev_s, labels](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+    const size_t L = labels.size(), S = static_cast<size_t>(dev->seq_length);
+    std::vector<std::vector<std::string>> gold, predicted;
+    bert_tools::BatchStorage st;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int begin = 0; begin < dev->count; begin += chunk) {
+      std::vector<int32_t> rows;
+      for (int r = begin; r < std::min(dev->count, begin + chunk); ++r) rows.push_back(r);
+      const bert_batch b = conll_batch(*dev, rows, false, st);
+      std::vector<float> logits(rows.size() * S * L);
+      if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, logits.data(), logits.size()), "bert_infer")) return false;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const std::vector<int32_t>& starts = dev->word_start[rows[i]];
+        const bert::ConllSentence& sentence = (*dev_s)[rows[i]];
+        gold.emplace_back(sentence.tags.begin(), sentence.tags.begin() + starts.size());
+        predicted.emplace_back();
+        for (int32_t pos : starts) {
+          const float* row = logits.data() + (i * S + pos) * L;
+          predicted.back().push_back(labels[std::max_element(row, row + L) - row]);
+        }
+      }
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bert::EntityScores e = bert::entity_scores(gold, predicted);
+    metrics = "dev.txt (" + std::to_string(dev->count) + " sentences, " + std::to_string(e.gold) +
+              " entities): " + bert_tools::format_metrics({{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}});
+    return true;
+  };
+  return d;
+}
+
 int run(const std::string& config_path) {
   json cfg;
   try {
@@ -64,7 +173,9 @@ int run(const std::string& config_path) {
       bert::fail(bert::Code::config, "unknown config key 'finetune.", key, "'");
     }
   }
-  const bert::GlueTask task = bert::glue_task(get<std::string>(ft, "task", ""));
+  const std::string task_name = get<std::string>(ft, "task", "");
+  const bool conll = task_name == "conll";
+  const bert::GlueTask task = conll ? bert::GlueTask{} : bert::glue_task(task_name);
   const std::string data_dir = get<std::string>(ft, "data_dir", "");
   const std::string vocab_path = get<std::string>(ft, "vocab", "");
   const std::string out_dir = get<std::string>(ft, "output_dir", "finetune_out");
@@ -87,15 +198,13 @@ int run(const std::string& config_path) {
   bert::TokenizerOptions topt;
   topt.lower_case = get<bool>(ft, "lower_case", !vocab.has_upper_case());
   const bert::Tokenizer tokenizer(vocab, topt);
-  bert_tools::GlueSet train_set = bert_tools::load_glue_set(task, data_dir + "/train.tsv", tokenizer, max_seq);
-  bert_tools::GlueSet dev_set = bert_tools::load_glue_set(task, data_dir + "/" + task.dev_file, tokenizer, max_seq);
+  const TaskData data = conll ? conll_data(data_dir, tokenizer, max_seq) : glue_data(task, data_dir, tokenizer, max_seq);
 
   const int micro = train.value("micro_batch", 32);
   const int accumulation = train.value("accumulation_steps", 1);
   const int per_step = micro * accumulation;
-  const int64_t steps_per_epoch = (train_set.features.count + per_step - 1) / per_step;
-  cfg["task"] = {{"type", "sequence_classification"}, {"num_labels", task.num_labels()}};
-  if (!task.regression()) cfg["task"]["id2label"] = task.labels;
+  const int64_t steps_per_epoch = (data.train_count + per_step - 1) / per_step;
+  cfg["task"] = data.task_section;
   train["micro_batch"] = micro;
   train["steps"] = steps_per_epoch * epochs;
   if (!train.contains("optimizer")) train["optimizer"] = "adamw";
@@ -108,10 +217,9 @@ int run(const std::string& config_path) {
 
   bert_session* s = nullptr;
   if (failed(bert_session_create(cfg.dump().c_str(), nullptr, &s), "bert_session_create")) return 1;
-  std::printf("fine-tuning %s: %d train / %d dev examples (%s), %lld steps of %d sequences (%d epochs)\n",
-              task.name.c_str(), train_set.features.count, dev_set.features.count, task.dev_file.c_str(),
+  std::printf("fine-tuning %s, %lld steps of %d sequences (%d epochs)\n", data.summary.c_str(),
               static_cast<long long>(steps_per_epoch * epochs), per_step, epochs);
-  std::vector<int32_t> order(train_set.features.count);
+  std::vector<int32_t> order(data.train_count);
   bert_tools::BatchStorage storage;
   const int log_every = train.value("log_every", 10);
   const int eval_batch = get<int>(ft, "eval_batch", 64);
@@ -126,7 +234,7 @@ int run(const std::string& config_path) {
     int64_t seen = 0, loss_steps = 0;
     for (size_t begin = 0; begin < order.size(); begin += per_step) {
       std::vector<int32_t> rows(order.begin() + begin, order.begin() + std::min(order.size(), begin + per_step));
-      const bert_batch b = bert_tools::make_batch(train_set.features, rows, task.regression(), true, storage);
+      const bert_batch b = data.train_batch(rows, storage);
       bert_step_result r;
       bert_step_result_init(&r);
       if (failed(bert_step(s, &b, &r), "bert_step")) {
@@ -148,14 +256,13 @@ int run(const std::string& config_path) {
       }
     }
     if (status) break;
-    std::vector<float> logits;
+    std::string metrics;
     double secs = 0;
-    if (!bert_tools::infer_logits(s, dev_set.features, task.num_labels(), eval_batch, logits, &secs)) {
+    if (!data.evaluate(s, eval_batch, metrics, secs)) {
       status = 1;
       break;
     }
-    std::printf("epoch %d eval %s (%d examples, %.1f seq/s): %s\n", epoch, task.dev_file.c_str(), dev_set.features.count,
-                dev_set.features.count / secs, bert_tools::format_metrics(bert_tools::glue_metrics(task, dev_set, logits)).c_str());
+    std::printf("epoch %d eval %s (%.1f seq/s)\n", epoch, metrics.c_str(), secs > 0 ? data.dev_count / secs : 0.0);
     const std::string path = out_dir + "/epoch_" + std::to_string(epoch) + ".h5";
     if (failed(bert_checkpoint(s, path.c_str()), "bert_checkpoint")) status = 1;
     std::fflush(stdout);

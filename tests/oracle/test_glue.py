@@ -155,7 +155,7 @@ def test_finetune_and_predict_a_learnable_task(tmp_path):
     (tmp_path / "ft.json").write_text(json.dumps(cfg))
     out = run(FINETUNE, str(tmp_path / "ft.json"))
     assert "fine-tuning sst-2: 256 train / 64 dev examples (dev.tsv), 96 steps of 16 sequences (6 epochs)" in out
-    accs = [float(a) for a in re.findall(r"epoch \d eval dev.tsv \(64 examples, [\d.]+ seq/s\): accuracy ([\d.]+)", out)]
+    accs = [float(a) for a in re.findall(r"epoch \d eval dev.tsv \(64 examples\): accuracy ([\d.]+) \([\d.]+ seq/s\)", out)]
     assert len(accs) == 6 and accs[0] < 0.8 and accs[-1] >= 0.95, out
     losses = [float(v) for v in re.findall(r"loss ([\d.]+)", out)]
     assert losses[-1] < losses[0] / 3, out
