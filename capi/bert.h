@@ -1,4 +1,5 @@
-/* bert.h: the C ABI of bertengine, a BERT pretraining engine (the only public header).
+/* bert.h: the C ABI of bertengine, a BERT pretraining, fine-tuning and inference engine (the
+ * only public header).
  *
  * A host (C, Python, Go, Rust, a scheduler) creates a session from a JSON config, feeds it
  * batches or lets it read its own data, and steps the optimizer:
@@ -112,10 +113,23 @@ BERT_API void bert_dist_init(bert_dist* dist);
 BERT_API bert_status bert_dist_unique_id(unsigned char out[128]);
 
 /* ---- batches and results -------------------------------------------------------------- */
-/* One batch of pretraining samples with the fields of the NVIDIA DLE HDF5 shards.
- * Arrays are row-major int32 and are only read during the call. Conventions as in DLE:
- * input_mask is 1 for real tokens, 0 for padding; masked_lm_positions is zero-padded and the
- * first 0 ends a sample's masks; next_sentence_labels is 0 (IsNext) or 1 (NotNext). */
+/* One batch of samples with the fields of the NVIDIA DLE HDF5 shards, plus the labels of the
+ * fine-tuning heads. Arrays are row-major and are only read during the call. Conventions as in
+ * DLE: input_mask is 1 for real tokens, 0 for padding; masked_lm_positions is zero-padded and
+ * the first 0 ends a sample's masks; next_sentence_labels is 0 (IsNext) or 1 (NotNext).
+ * Which fields a call reads depends on the session's "task" (config) and the call:
+ *   - every call: input_ids, segment_ids, input_mask;
+ *   - training a pretraining session: masked_lm_positions/ids (when max_predictions > 0) and
+ *     next_sentence_labels;
+ *   - training "sequence_classification": labels [B] (class ids in [0, num_labels)), or with
+ *     num_labels == 1 (regression, MSE loss) label_values [B];
+ *   - training "token_classification": labels [B, S] (a class id, or any negative value such as
+ *     -100 to leave the token out of the loss);
+ *   - training "question_answering": start_positions [B] and end_positions [B] (token indices;
+ *     as Hugging Face, clamped to [0, S] and S itself is left out of the loss);
+ *   - bert_infer: no labels (label fields may be NULL).
+ * Fields this session does not read may be NULL. The label fields were added in ABI 1 after the
+ * first release: a bert_batch whose struct_size ends before them is read without labels. */
 typedef struct bert_batch {
   size_t struct_size;
   int32_t batch_size;                  /* B */
@@ -127,12 +141,17 @@ typedef struct bert_batch {
   const int32_t* masked_lm_positions;  /* [B, P] */
   const int32_t* masked_lm_ids;        /* [B, P] */
   const int32_t* next_sentence_labels; /* [B] */
+  const int32_t* labels;               /* [B] or [B, S] (token classification) */
+  const float* label_values;           /* [B] regression targets */
+  const int32_t* start_positions;      /* [B] */
+  const int32_t* end_positions;        /* [B] */
 } bert_batch;
 
 typedef struct bert_step_result {
   size_t struct_size;
   int64_t step;              /* optimizer steps completed so far */
-  float loss;                /* mlm_loss + nsp_loss, averaged over the step's micro-batches */
+  float loss;                /* the task's loss (pretraining: mlm_loss + nsp_loss; fine-tuning: as
+                                Hugging Face's model computes it), averaged over the step's micro-batches */
   float mlm_loss;
   float nsp_loss;
   float learning_rate;       /* the rate used by this step */
@@ -163,7 +182,11 @@ BERT_API void bert_eval_result_init(bert_eval_result* result);
 /* ---- sessions ------------------------------------------------------------------------- */
 /* Creates a session from JSON config text. dist may be NULL (same as bert_dist_init).
  * COLLECTIVE in a distributed run. On success *out owns a session; free it with
- * bert_session_destroy. */
+ * bert_session_destroy. The config's "task" picks the head (pretraining by default; see
+ * README.md); "mode": "inference" creates a session for bert_infer only: it allocates no
+ * gradients, optimizer state or data source, keeps two layers' activations instead of all of
+ * them, and its training and checkpoint-writing calls return BERT_ERR_UNSUPPORTED. Weights
+ * come from train.init_checkpoint or bert_checkpoint_load_weights. */
 BERT_API bert_status bert_session_create(const char* config_json, const bert_dist* dist,
                                          bert_session** out);
 /* Frees the session and everything it owns. NULL is ignored. */
@@ -212,6 +235,34 @@ typedef enum bert_reduce_op { BERT_REDUCE_SUM = 0, BERT_REDUCE_MEAN = 1, BERT_RE
  * combine); MEAN divides the sum by the world size. */
 BERT_API bert_status bert_allreduce_host(bert_session* session, float* data, size_t count,
                                          bert_reduce_op op);
+
+/* ---- inference ------------------------------------------------------------------------ */
+/* What bert_infer returns, float32, row-major, for a batch of B sequences of length S:
+ *  - BERT_OUTPUT_LOGITS: the head's logits: sequence_classification [B, num_labels] (the
+ *    regression value when num_labels == 1); token_classification [B, S, num_labels];
+ *    question_answering [B, 2, S] (each sequence's start logits, then its end logits); a
+ *    pretraining session: the next-sentence logits [B, 2];
+ *  - BERT_OUTPUT_POOLED: the pooler's output [B, H] (pretraining and sequence_classification;
+ *    the QA and token models have no pooler, as in Hugging Face: BERT_ERR_INVALID_ARGUMENT);
+ *  - BERT_OUTPUT_HIDDEN: the last encoder layer's hidden states [B, S, H] (embeddings).
+ * Per-token outputs are 0 at padding positions (input_mask 0). */
+typedef enum bert_output {
+  BERT_OUTPUT_LOGITS = 0,
+  BERT_OUTPUT_POOLED = 1,
+  BERT_OUTPUT_HIDDEN = 2
+} bert_output;
+/* Floats bert_infer writes for `what` on batch_size sequences of seq_length tokens. */
+BERT_API bert_status bert_output_size(const bert_session* session, bert_output what, int32_t batch_size,
+                                      int32_t seq_length, size_t* count);
+/* Runs the model without dropout or gradients on `batch` (any batch_size: it is cut into
+ * micro-batches of train.micro_batch; seq_length <= data.max_seq_length) and copies `what` into
+ * out, a host buffer of out_len floats that must hold at least bert_output_size(...) of them.
+ * The batch arrays and out are only used during the call; the session keeps no pointer.
+ * Works in training and inference sessions; changes no weights, step or random stream.
+ * BERT_ERR_INVALID_ARGUMENT (naming the field or size) for a bad batch or a short buffer; out
+ * is then untouched (an aborted call may have written part of it). */
+BERT_API bert_status bert_infer(bert_session* session, const bert_batch* batch, bert_output what, float* out,
+                                size_t out_len);
 
 /* ---- checkpoints ---------------------------------------------------------------------- */
 /* A checkpoint is one HDF5 file with the whole training state: fp32 weights under

@@ -3,6 +3,7 @@
 // bert_last_error(); out-parameters are written only after the body succeeded.
 #include "bert.h"
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -56,8 +57,11 @@ void check_struct(size_t struct_size, size_t minimum, const char* what) {
   }
 }
 
+// The first release's bert_batch ended after next_sentence_labels; its hosts still work.
+constexpr size_t kBatchSizeV1 = offsetof(bert_batch, labels);
+
 bert::BatchView view_of(const bert_batch* b) {
-  check_struct(b->struct_size, sizeof(bert_batch), "bert_batch");
+  check_struct(b->struct_size, kBatchSizeV1, "bert_batch");
   bert::BatchView v;
   v.batch_size = b->batch_size;
   v.seq_length = b->seq_length;
@@ -68,6 +72,12 @@ bert::BatchView view_of(const bert_batch* b) {
   v.masked_lm_positions = b->masked_lm_positions;
   v.masked_lm_ids = b->masked_lm_ids;
   v.next_sentence_labels = b->next_sentence_labels;
+  if (b->struct_size >= sizeof(bert_batch)) {
+    v.labels = b->labels;
+    v.label_values = b->label_values;
+    v.start_positions = b->start_positions;
+    v.end_positions = b->end_positions;
+  }
   return v;
 }
 
@@ -97,6 +107,15 @@ int raw_value(const Enum& e) {
   int v = 0;
   std::memcpy(&v, &e, sizeof v);
   return v;
+}
+
+bert::ModelOutput output_of(bert_output what) {
+  const int raw = raw_value(what);
+  if (raw < BERT_OUTPUT_LOGITS || raw > BERT_OUTPUT_HIDDEN) {
+    bert::fail(bert::Code::invalid_argument, "bert_output = ", raw, " is not one of BERT_OUTPUT_LOGITS, "
+               "BERT_OUTPUT_POOLED, BERT_OUTPUT_HIDDEN");
+  }
+  return static_cast<bert::ModelOutput>(raw);
 }
 
 // The distributed setup of a new session: the host's bert_dist, else the launcher's environment.
@@ -283,6 +302,28 @@ bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_
   });
 }
 
+bert_status bert_output_size(const bert_session* session, bert_output what, int32_t batch_size, int32_t seq_length,
+                             size_t* count) {
+  return guard([&] {
+    require(session, "session");
+    require(count, "count");
+    const bert::ModelOutput output = output_of(what);
+    if (batch_size <= 0 || seq_length <= 0) {
+      bert::fail(bert::Code::invalid_argument, "batch_size ", batch_size, " and seq_length ", seq_length,
+                 " must be positive");
+    }
+    *count = static_cast<size_t>(session->impl->model().output_elems(output, batch_size, seq_length));
+  });
+}
+
+bert_status bert_infer(bert_session* session, const bert_batch* batch, bert_output what, float* out, size_t out_len) {
+  return guard([&] {
+    bert::Session& s = session_of(session);
+    require(batch, "batch");
+    s.infer(view_of(batch), output_of(what), out, out_len);
+  });
+}
+
 bert_status bert_allreduce_host(bert_session* session, float* data, size_t count, bert_reduce_op op) {
   return guard([&] {
     bert::Session& s = session_of(session);
@@ -383,8 +424,9 @@ bert_status bert_session_memory(const bert_session* session, bert_memory_info* i
     bert::Session& s = *session->impl;
     const uint64_t flat = static_cast<uint64_t>(s.model().params().total_elems) * sizeof(float);
     info->parameter_bytes = flat;
-    info->gradient_bytes = flat;
-    info->optimizer_bytes = 3 * flat;
+    const bool training = !s.model().inference();
+    info->gradient_bytes = training ? flat : 0;
+    info->optimizer_bytes = training ? 3 * flat : 0;
     info->activation_bytes = s.model().arena_bytes();
     info->peak_device_bytes = s.ops().peak_bytes();
   });

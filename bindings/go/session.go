@@ -313,6 +313,51 @@ func (s *Session) Eval(ctx context.Context, batch *Batch) (EvalResult, error) {
 		NSPLoss: r.GetNsp_loss(), Sequences: r.GetSequences(), MaskedTokens: r.GetMasked_tokens()}, nil
 }
 
+// Output selects what Infer returns (bert_output).
+type Output int
+
+const (
+	// OutputLogits: the head's logits, [B, num_labels] (sequence classification),
+	// [B, S, num_labels] (token classification), [B, 2, S] (question answering: start then end
+	// logits) or [B, 2] (pretraining: next-sentence logits).
+	OutputLogits Output = iota
+	// OutputPooled: the pooler's output [B, H].
+	OutputPooled
+	// OutputHidden: the last hidden states [B, S, H].
+	OutputHidden
+)
+
+// Infer runs the model on batch without dropout or gradients (bert_infer) and returns the
+// output, row-major as listed at Output; per-token outputs are 0 at padding positions.
+// Cancelling ctx aborts it.
+func (s *Session) Infer(ctx context.Context, batch *Batch, what Output) ([]float32, error) {
+	if batch == nil {
+		return nil, newError(ErrInvalidArgument, "Infer needs a batch")
+	}
+	cb, err := batch.toC()
+	if err != nil {
+		return nil, err
+	}
+	defer cb.free()
+	var buf []float32
+	err = s.run(ctx, func(h capi.Struct_SS_bert_session) capi.Enum_SS_bert_status {
+		n := capi.New_sizep()
+		defer capi.Delete_sizep(n)
+		if st := capi.Bert_output_size(h, capi.Enum_SS_bert_output(what), batch.BatchSize, batch.SeqLength, n); st != capi.BERT_OK {
+			return st
+		}
+		buf = cFloats(int(capi.Sizep_value(n)))
+		return capi.Bert_infer(h, cb.batch, capi.Enum_SS_bert_output(what), &buf[0], int64(len(buf)))
+	})
+	if buf != nil {
+		defer C.free(unsafe.Pointer(&buf[0]))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append([]float32(nil), buf...), nil
+}
+
 // AllreduceHost reduces data in place across ranks. Collective.
 func (s *Session) AllreduceHost(ctx context.Context, data []float32, op ReduceOp) error {
 	if len(data) == 0 {

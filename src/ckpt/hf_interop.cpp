@@ -1,5 +1,5 @@
 // Hugging Face / NVIDIA DLE export, and import from any source of ckpt/import_source.h (name
-// mapping, config.json, vocabulary padding, GELU form, tied decoder, optimizer slots).
+// mapping, config.json, task heads, vocabulary padding, GELU form, tied decoder, optimizer slots).
 #include "ckpt/hf_interop.h"
 
 #include <algorithm>
@@ -32,7 +32,8 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 std::string canonical_param_name(const std::string& source_name) {
   std::string n = source_name;
   while (n.rfind("module.", 0) == 0) n = n.substr(7);
-  if (n.rfind("bert.", 0) != 0 && n.rfind("cls.", 0) != 0) n = "bert." + n;
+  const bool head = n.rfind("cls.", 0) == 0 || n.rfind("classifier.", 0) == 0 || n.rfind("qa_outputs.", 0) == 0;
+  if (n.rfind("bert.", 0) != 0 && !head) n = "bert." + n;
   replace_all(n, ".dense_act.", ".dense.");
   if (n.find("LayerNorm.") != std::string::npos) {
     if (ends_with(n, ".gamma")) n = n.substr(0, n.size() - 6) + ".weight";
@@ -51,12 +52,13 @@ void export_hf_folder(const std::string& checkpoint_path, const std::string& fol
     fail(Code::checkpoint, "checkpoint '", checkpoint_path, "' has a malformed config: ", e.what());
   }
   BertConfig model = parse_bert_config(engine_config.at("model"), "model");
+  const TaskConfig task = engine_config.contains("task") ? parse_task_config(engine_config["task"], "task") : TaskConfig();
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) fail(Code::io, "cannot create folder '", folder, "': ", ec.message());
 
   nlohmann::json hf = model.to_json();
-  hf["architectures"] = {"BertForPreTraining"};
+  add_hf_task_fields(task, hf);
   hf["model_type"] = "bert";
   hf["pad_token_id"] = 0;
   hf["position_embedding_type"] = "absolute";
@@ -170,8 +172,9 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
   nlohmann::json config_json = read_config_json(cfg);
   choose_activation(config_json, src, options, report.notices);
   report.config = parse_bert_config(config_json, "model (" + cfg + ")");
+  report.task = task_from_hf_config(config_json, cfg);
 
-  ParamTable table(report.config);
+  ParamTable table(report.config, report.task);
   std::map<std::string, TensorMap> groups;  // "model", "exp_avg", "exp_avg_sq" -> engine name -> tensor
   for (SourceTensor& t : src.tensors) {
     const bool known = t.target == kDecoder || table.find(t.target) >= 0;
@@ -193,7 +196,7 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
   }
 
   CheckpointContents c;
-  c.config_json = nlohmann::json({{"model", report.config.to_json()}}).dump();
+  c.config_json = nlohmann::json({{"model", report.config.to_json()}, {"task", report.task.to_json()}}).dump();
   c.state = {{"imported_from", source}};
   if (src.global_step >= 0) c.state["source_global_step"] = src.global_step;
   const size_t slots = groups["exp_avg"].size() + groups["exp_avg_sq"].size();

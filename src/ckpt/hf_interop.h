@@ -1,6 +1,7 @@
-// Hugging Face interop: export a checkpoint to a model folder (config.json with
-// architectures ["BertForPreTraining"] + model.safetensors under HF names and the original
-// vocabulary size), and import weights from HF folders, safetensors files, NVIDIA DLE
+// Hugging Face interop: export a checkpoint to a model folder (config.json with the task's
+// architecture — BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
+// BertForTokenClassification — num_labels and id2label, + model.safetensors under HF names and
+// the original vocabulary size), and import weights from HF folders, safetensors files, NVIDIA DLE
 // state dicts (names `dense_act`, LayerNorm `gamma`/`beta`, a `module.` prefix) converted to
 // safetensors by src/tools/torch_to_safetensors.py, or TensorFlow 1 checkpoints of Google BERT
 // (ckpt/import_source.h reads them all).
@@ -11,6 +12,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "model/bert_config.h"
+#include "model/task_config.h"
 
 namespace bert {
 
@@ -23,6 +25,7 @@ struct ImportOptions {
 
 struct ImportReport {
   BertConfig config;
+  TaskConfig task;                     // from config.json's architectures / num_labels / id2label
   std::string producer;                // "Hugging Face", "NVIDIA DLE", "Google BERT (TensorFlow)"
   std::vector<std::string> unplaced;   // source tensors that map to no model parameter
   std::vector<std::string> notices;    // what the import changed or assumed (vocab padding, GELU form, ...)

@@ -53,7 +53,9 @@ BertConfig from_object(const nlohmann::json& obj, const std::string& key) {
   }
   // Metadata that Hugging Face writes into config.json and that does not change the model.
   r.ignore({"architectures", "model_type", "pad_token_id", "transformers_version", "torch_dtype",
-            "use_cache", "classifier_dropout", "gradient_checkpointing", "output_past"});
+            "use_cache", "classifier_dropout", "gradient_checkpointing", "output_past",
+            // the task head's fields, read by model/task_config.cpp
+            "num_labels", "id2label", "label2id", "problem_type", "finetuning_task"});
   r.finish();
   if (c.hidden_size % c.num_attention_heads != 0) {
     fail(Code::config, "config key '", key, ".hidden_size' = ", c.hidden_size,

@@ -1,7 +1,10 @@
 // BertModel forward and backward (post-LN BERT, HF/NVIDIA DLE numerics) over the Ops interface.
 // Dropout tensor ids: 0 = embeddings; for layer l: 4l+1 attention probs, 4l+2 attention output,
-// 4l+3 FFN output. The MLM head runs only on the masked rows, the decoder is the (padded)
-// word-embedding matrix, and padding vocabulary columns are excluded from the softmax.
+// 4l+3 FFN output; 4L the classifier input of the fine-tuning heads. The MLM head runs only on
+// the masked rows, the decoder is the (padded) word-embedding matrix, and padding vocabulary
+// columns are excluded from the softmax. The fine-tuning heads follow Hugging Face's
+// BertForSequenceClassification (MSE when num_labels == 1), BertForQuestionAnswering and
+// BertForTokenClassification, losses included.
 #include "model/bert_model.h"
 
 #include <cmath>
@@ -32,15 +35,19 @@ class Carver {
 
 }  // namespace
 
-BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& ops)
-    : config_(config), limits_(limits), ops_(ops), table_(config) {
+BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const ModelLimits& limits, Ops& ops)
+    : config_(config), task_(task), limits_(limits), ops_(ops), table_(config, task) {
   params_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
-  grads_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
+  if (!limits.inference) grads_ = static_cast<float*>(ops_.alloc(table_.total_elems * sizeof(float)));
   ops_.set_weights(params_, table_.total_elems);
 
   const int64_t T = static_cast<int64_t>(limits.max_batch) * limits.max_seq_length;
   const int64_t B = limits.max_batch;
-  const int64_t Nm = B * limits.max_predictions;
+  const int64_t Nm = task.pretraining() ? B * limits.max_predictions : 0;
+  const int64_t NL = task.num_labels;
+  const int64_t R = std::max<int64_t>({Nm, 2 * B, task.per_token() ? T : 0, 1});
+  const int64_t head_logits = task.pretraining() ? 0 : std::max(T * NL, 2 * T);
+  const int64_t train = limits.inference ? 0 : 1;  // backward-only buffers are empty for inference
   const int64_t H = config.hidden_size, I = config.intermediate_size, A = config.num_attention_heads;
   const int64_t S = limits.max_seq_length;
   const int64_t Vp = config.padded_vocab_size();
@@ -63,7 +70,11 @@ BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& o
     acts_.assign(config.num_hidden_layers, LayerActs{});
     float* shared_probs = limits.recompute_attention ? c.take<float>(B * A * S * S) : nullptr;
     float* shared_inter = limits.recompute_gelu ? c.take<float>(T * I) : nullptr;
-    for (LayerActs& a : acts_) {
+    // Inference keeps two layers' activations: layer l reads layer l-1's output and writes its own.
+    const size_t kept = limits.inference ? std::min<size_t>(2, acts_.size()) : acts_.size();
+    for (size_t l = kept; l < acts_.size(); ++l) acts_[l] = acts_[l % 2];
+    for (size_t l = 0; l < kept; ++l) {
+      LayerActs& a = acts_[l];
       a.qkv = c.take<float>(T * 3 * H);
       a.ctx = c.take<float>(T * H);
       a.probs = limits.recompute_attention ? shared_probs : c.take<float>(B * A * S * S);
@@ -78,31 +89,34 @@ BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& o
       a.rstd2 = c.take<float>(T);
       a.out = c.take<float>(T * H);
     }
+    for (size_t l = kept; l < acts_.size(); ++l) acts_[l] = acts_[l % 2];
     scratch_th_ = c.take<float>(T * H);
     cls_h_ = c.take<float>(B * H);
     pool_pre_ = c.take<float>(B * H);
     pooled_ = c.take<float>(B * H);
     nsp_logits_ = c.take<float>(B * 2);
-    mlm_h_ = c.take<float>(NmB * H);
-    mlm_pre_ = c.take<float>(NmB * H);
-    mlm_act_ = c.take<float>(NmB * H);
-    mlm_mean_ = c.take<float>(NmB);
-    mlm_rstd_ = c.take<float>(NmB);
-    mlm_ln_ = c.take<float>(NmB * H);
-    logits_ = c.take<float>(NmB * Vp);
-    losses_ = c.take<float>(NmB);
-    correct_ = c.take<int32_t>(NmB);
-    g0_ = c.take<float>(T * H);
-    g1_ = c.take<float>(T * H);
-    g2_ = c.take<float>(T * H);
-    gqkv_ = c.take<float>(T * 3 * H);
-    gi0_ = c.take<float>(T * I);
-    gi1_ = c.take<float>(T * I);
-    g_cls_ = c.take<float>(B * H);
-    g_pooled_ = c.take<float>(B * H);
-    g_mlm_h_ = c.take<float>(NmB * H);
-    g_mlm_ln_ = c.take<float>(NmB * H);
-    g_mlm_act_ = c.take<float>(NmB * H);
+    mlm_h_ = c.take<float>(Nm * H);
+    mlm_pre_ = c.take<float>(Nm * H);
+    mlm_act_ = c.take<float>(NmB * H);  // also the pooler's backward scratch
+    mlm_mean_ = c.take<float>(Nm);
+    mlm_rstd_ = c.take<float>(Nm);
+    mlm_ln_ = c.take<float>(Nm * H);
+    logits_ = c.take<float>(Nm * Vp);
+    losses_ = c.take<float>(R);
+    correct_ = c.take<int32_t>(R);
+    head_logits_ = c.take<float>(head_logits);
+    head_labels_ = c.take<int32_t>(R);
+    g0_ = c.take<float>(train * T * H);
+    g1_ = c.take<float>(train * T * H);
+    g2_ = c.take<float>(train * T * H);
+    gqkv_ = c.take<float>(train * T * 3 * H);
+    gi0_ = c.take<float>(train * T * I);
+    gi1_ = c.take<float>(train * T * I);
+    g_cls_ = c.take<float>(train * B * H);
+    g_pooled_ = c.take<float>(train * B * H);
+    g_mlm_h_ = c.take<float>(train * Nm * H);
+    g_mlm_ln_ = c.take<float>(train * Nm * H);
+    g_mlm_act_ = c.take<float>(train * NmB * H);
   };
   Carver measure(nullptr);
   carve(measure);
@@ -111,7 +125,7 @@ BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& o
     arena_ = ops_.alloc(arena_bytes_);
   } catch (...) {
     ops_.release(params_);
-    ops_.release(grads_);
+    if (grads_) ops_.release(grads_);
     throw;
   }
   Carver real(static_cast<char*>(arena_));
@@ -120,7 +134,7 @@ BertModel::BertModel(const BertConfig& config, const ModelLimits& limits, Ops& o
 
 BertModel::~BertModel() {
   ops_.release(arena_);
-  ops_.release(grads_);
+  if (grads_) ops_.release(grads_);
   ops_.release(params_);
 }
 
@@ -147,7 +161,44 @@ void BertModel::init_weights(uint64_t seed) {
   ops_.weights_changed();
 }
 
-void BertModel::zero_grads() { ops_.fill_zero(grads_, table_.total_elems * sizeof(float)); }
+void BertModel::zero_grads() {
+  if (grads_) ops_.fill_zero(grads_, table_.total_elems * sizeof(float));
+}
+
+int64_t BertModel::output_elems(ModelOutput what, int B, int S) const {
+  const int64_t H = config_.hidden_size, NL = task_.num_labels;
+  switch (what) {
+    case ModelOutput::hidden:
+      return int64_t{B} * S * H;
+    case ModelOutput::pooled:
+      BERT_CHECK(task_.has_pooler(), Code::invalid_argument, "a ", task_.name(),
+                 " model has no pooler (Hugging Face builds ", task_.hf_architecture(),
+                 " without one): ask for the logits or the hidden states");
+      return int64_t{B} * H;
+    case ModelOutput::logits:
+      switch (task_.type) {
+        case TaskType::pretraining: return int64_t{B} * 2;
+        case TaskType::sequence_classification: return int64_t{B} * NL;
+        case TaskType::token_classification: return int64_t{B} * S * NL;
+        case TaskType::question_answering: return int64_t{B} * 2 * S;
+      }
+  }
+  return 0;
+}
+
+void BertModel::copy_out_tokens(float* host, const float* rows, const ModelInputs& in, int width) const {
+  const int B = in.batch_size(), S = in.seq_length;
+  std::vector<float> all(static_cast<size_t>(in.tokens()) * width);
+  ops_.download(all.data(), rows, all.size() * sizeof(float));
+  std::fill(host, host + static_cast<int64_t>(B) * S * width, 0.0f);
+  for (int b = 0; b < B; ++b) {
+    const int64_t first = in.layout.seq_start[b];
+    for (int64_t r = first; r < in.layout.seq_start[b + 1]; ++r) {
+      if (in.key_bias[r] != 0.0f) continue;  // a padding position
+      std::copy(all.begin() + r * width, all.begin() + (r + 1) * width, host + (int64_t{b} * S + (r - first)) * width);
+    }
+  }
+}
 
 void BertModel::upload_inputs(const ModelInputs& in) {
   const int64_t T = in.tokens();
@@ -160,6 +211,9 @@ void BertModel::upload_inputs(const ModelInputs& in) {
   ops_.upload(key_bias_, in.key_bias.data(), T * sizeof(float));
   ops_.upload(cls_rows_, in.cls_rows.data(), B * sizeof(int32_t));
   ops_.upload(nsp_labels_, in.nsp_labels.data(), B * sizeof(int32_t));
+  if (!in.task_labels.empty()) {
+    ops_.upload(head_labels_, in.task_labels.data(), in.task_labels.size() * sizeof(int32_t));
+  }
   if (!in.mlm_rows.empty()) {
     ops_.upload(mlm_rows_, in.mlm_rows.data(), in.mlm_rows.size() * sizeof(int32_t));
     ops_.upload(mlm_labels_, in.mlm_labels.data(), in.mlm_labels.size() * sizeof(int32_t));
@@ -180,7 +234,9 @@ void BertModel::check_abort(const std::atomic<bool>* abort) const {
 }
 
 ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
-                            const std::atomic<bool>* abort) {
+                            const std::atomic<bool>* abort, const OutputRequest* output) {
+  BERT_CHECK(!(backward && limits_.inference), Code::internal, "backward pass on an inference model");
+  BERT_CHECK(!backward || in.has_labels, Code::internal, "backward pass without labels");
   const BertConfig& c = config_;
   const ParamTable& P = table_;
   const int64_t T = in.tokens();
@@ -225,59 +281,69 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   }
   check_abort(abort);
 
-  // ---- NSP head: pooler(tanh) on [CLS] rows, then 2-way classifier --------------------
+  if (output && output->what == ModelOutput::hidden) copy_out_tokens(output->host, h, in, H);
   ForwardStats stats;
-  std::vector<float> host_losses(std::max<int64_t>(Nm, B));
-  std::vector<int32_t> host_correct(std::max<int64_t>(Nm, B));
-  ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
-  ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
-  ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
-  ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, loss_scale / B);
-  ops_.download(host_losses.data(), losses_, B * sizeof(float));
-  ops_.download(host_correct.data(), correct_, B * sizeof(int32_t));
-  for (int i = 0; i < B; ++i) {
-    stats.nsp_loss_sum += host_losses[i];
-    stats.nsp_correct += host_correct[i];
-  }
-  stats.nsp_count = B;
-  if (backward) {  // nsp_logits_ now holds d(mean NSP loss)/dlogits
-    ops_.linear_bwd(g_pooled_, G + P.nsp_w, G + P.nsp_b, nsp_logits_, pooled_, W + P.nsp_w, nullptr,
-                    nullptr, B, H, 2, Activation::none, false);
-    ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_,
-                    g_mlm_act_, B, H, H, Activation::tanh, false);
-  }
-
-  // ---- MLM head on masked rows: dense+act, LayerNorm, tied decoder + bias -------------
-  if (Nm > 0) {
-    ops_.gather_rows(mlm_h_, h, mlm_rows_, Nm, H);
-    ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
-    ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
-    ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
-    ops_.softmax_xent(logits_, losses_, correct_, logits_, mlm_labels_, Nm, V, Vp, loss_scale / Nm);
-    ops_.download(host_losses.data(), losses_, Nm * sizeof(float));
-    ops_.download(host_correct.data(), correct_, Nm * sizeof(int32_t));
-    for (int64_t i = 0; i < Nm; ++i) {
-      stats.mlm_loss_sum += host_losses[i];
-      stats.mlm_correct += host_correct[i];
+  if (!task_.pretraining()) {
+    stats = task_head(in, h, drop, backward, output);
+    if (!backward) return stats;
+    grads_ready(task_.has_pooler() ? P.pooler_w : P.head_w);
+  } else {
+    // ---- NSP head: pooler(tanh) on [CLS] rows, then 2-way classifier --------------------
+    std::vector<float> host_losses(std::max<int64_t>(Nm, B));
+    std::vector<int32_t> host_correct(std::max<int64_t>(Nm, B));
+    ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
+    ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
+    ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
+    if (output && output->what == ModelOutput::pooled) ops_.download(output->host, pooled_, int64_t{B} * H * sizeof(float));
+    if (output && output->what == ModelOutput::logits) ops_.download(output->host, nsp_logits_, int64_t{B} * 2 * sizeof(float));
+    if (!in.has_labels) return stats;
+    ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, loss_scale / B);
+    ops_.download(host_losses.data(), losses_, B * sizeof(float));
+    ops_.download(host_correct.data(), correct_, B * sizeof(int32_t));
+    for (int i = 0; i < B; ++i) {
+      stats.nsp_loss_sum += host_losses[i];
+      stats.nsp_correct += host_correct[i];
     }
-    stats.mlm_count = Nm;
-  }
-  if (!backward) return stats;
+    stats.nsp_count = B;
+    if (backward) {  // nsp_logits_ now holds d(mean NSP loss)/dlogits
+      ops_.linear_bwd(g_pooled_, G + P.nsp_w, G + P.nsp_b, nsp_logits_, pooled_, W + P.nsp_w, nullptr,
+                      nullptr, B, H, 2, Activation::none, false);
+      ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_,
+                      g_mlm_act_, B, H, H, Activation::tanh, false);
+    }
 
-  // ---- backward: heads into dh [T,H] -------------------------------------------------
-  float* dh = g0_;
-  ops_.fill_zero(dh, T * H * sizeof(float));
-  ops_.scatter_add_rows(dh, g_cls_, cls_rows_, B, H);
-  if (Nm > 0) {
-    ops_.linear_bwd(g_mlm_ln_, G + P.word_emb, G + P.mlm_bias, logits_, mlm_ln_, W + P.word_emb, nullptr,
-                    nullptr, Nm, H, Vp, Activation::none, false);
-    ops_.layernorm_bwd(g_mlm_act_, G + P.mlm_ln_g, G + P.mlm_ln_b, g_mlm_ln_, mlm_act_, mlm_mean_, mlm_rstd_,
-                       W + P.mlm_ln_g, Nm, H);
-    ops_.linear_bwd(g_mlm_h_, G + P.mlm_dense_w, G + P.mlm_dense_b, g_mlm_act_, mlm_h_, W + P.mlm_dense_w,
-                    mlm_pre_, g_mlm_ln_, Nm, H, H, act, false);
-    ops_.scatter_add_rows(dh, g_mlm_h_, mlm_rows_, Nm, H);
+    // ---- MLM head on masked rows: dense+act, LayerNorm, tied decoder + bias -------------
+    if (Nm > 0) {
+      ops_.gather_rows(mlm_h_, h, mlm_rows_, Nm, H);
+      ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
+      ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
+      ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
+      ops_.softmax_xent(logits_, losses_, correct_, logits_, mlm_labels_, Nm, V, Vp, loss_scale / Nm);
+      ops_.download(host_losses.data(), losses_, Nm * sizeof(float));
+      ops_.download(host_correct.data(), correct_, Nm * sizeof(int32_t));
+      for (int64_t i = 0; i < Nm; ++i) {
+        stats.mlm_loss_sum += host_losses[i];
+        stats.mlm_correct += host_correct[i];
+      }
+      stats.mlm_count = Nm;
+    }
+    if (!backward) return stats;
+
+    // ---- backward: heads into dh [T,H] -------------------------------------------------
+    float* dh = g0_;
+    ops_.fill_zero(dh, T * H * sizeof(float));
+    ops_.scatter_add_rows(dh, g_cls_, cls_rows_, B, H);
+    if (Nm > 0) {
+      ops_.linear_bwd(g_mlm_ln_, G + P.word_emb, G + P.mlm_bias, logits_, mlm_ln_, W + P.word_emb, nullptr,
+                      nullptr, Nm, H, Vp, Activation::none, false);
+      ops_.layernorm_bwd(g_mlm_act_, G + P.mlm_ln_g, G + P.mlm_ln_b, g_mlm_ln_, mlm_act_, mlm_mean_, mlm_rstd_,
+                         W + P.mlm_ln_g, Nm, H);
+      ops_.linear_bwd(g_mlm_h_, G + P.mlm_dense_w, G + P.mlm_dense_b, g_mlm_act_, mlm_h_, W + P.mlm_dense_w,
+                      mlm_pre_, g_mlm_ln_, Nm, H, H, act, false);
+      ops_.scatter_add_rows(dh, g_mlm_h_, mlm_rows_, Nm, H);
+    }
+    grads_ready(P.pooler_w);  // the heads; the tied decoder (word_emb) also takes the embedding gradient
   }
-  grads_ready(P.pooler_w);  // the heads; the tied decoder (word_emb) also takes the embedding gradient
 
   // ---- backward: encoder, last layer first --------------------------------------------
   // g0_ = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit.
@@ -314,7 +380,137 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   ops_.dropout_bwd(g1_, g0_, T * H, site(drop, 0, p_hidden));
   ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, g1_, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T, H);
   ops_.embedding_bwd(G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H);
+  // HF's word embedding has padding_idx = pad_token_id (0): the [PAD] row gets no gradient from
+  // the lookup. The per-token heads see padding positions, so their [PAD] row gradient would
+  // not be zero; in pretraining it carries the tied decoder's gradient and is kept.
+  if (!task_.pretraining()) ops_.fill_zero(G + P.word_emb, H * sizeof(float));
   grads_ready(0);
+  return stats;
+}
+
+ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const DropoutStream& drop,
+                                  const BackwardOptions* backward, const OutputRequest* output) {
+  const ParamTable& P = table_;
+  const int64_t T = in.tokens();
+  const int B = in.batch_size(), S = in.seq_length, H = config_.hidden_size, NL = task_.num_labels;
+  const float* W = params_;
+  float* G = grads_;
+  const float loss_scale = backward ? backward->loss_scale : 1.0f;
+  const DropoutSite head_site = site(drop, 4 * config_.num_hidden_layers, config_.hidden_dropout_prob);
+  const bool want_logits = output && output->what == ModelOutput::logits;
+  ForwardStats stats;
+  // Cross-entropy over rows [M, V] of `logits` with labels at `labels` (-1: ignored), mean over
+  // the labelled rows times `weight`; returns the mean loss, labelled rows and correct rows and
+  // leaves the scaled gradient in `logits` and per-row hits in `hits`.
+  struct CrossEntropy {
+    double loss;
+    int64_t count, correct;
+  };
+  auto cross_entropy = [&](float* logits, const int32_t* labels, const int32_t* host_labels, int64_t M, int V,
+                           float weight, std::vector<int32_t>& hits) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < M; ++i) count += host_labels[i] >= 0;
+    ops_.softmax_xent(logits, losses_, correct_, logits, labels, M, V, V, count ? loss_scale * weight / count : 0.0f);
+    std::vector<float> losses(M);
+    hits.assign(M, 0);
+    ops_.download(losses.data(), losses_, M * sizeof(float));
+    ops_.download(hits.data(), correct_, M * sizeof(int32_t));
+    double sum = 0;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < M; ++i) {
+      if (host_labels[i] < 0) continue;
+      sum += losses[i];
+      correct += hits[i];
+    }
+    return CrossEntropy{count ? sum / count : 0.0, count, correct};
+  };
+  std::vector<int32_t> hits;
+
+  switch (task_.type) {
+    case TaskType::pretraining:
+      break;
+    case TaskType::sequence_classification: {
+      // pooled = tanh(dense([CLS])); logits = classifier(dropout(pooled)) [B, NL]
+      ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
+      ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
+      ops_.dropout_residual_fwd(scratch_th_, pooled_, nullptr, int64_t{B} * H, head_site);
+      ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none);
+      if (output && output->what == ModelOutput::pooled) ops_.download(output->host, pooled_, int64_t{B} * H * sizeof(float));
+      if (want_logits) ops_.download(output->host, head_logits_, int64_t{B} * NL * sizeof(float));
+      if (!in.has_labels) return stats;
+      if (task_.regression()) {  // MSE over the batch, its gradient computed here and uploaded
+        std::vector<float> x(B), grad(B);
+        ops_.download(x.data(), head_logits_, B * sizeof(float));
+        for (int b = 0; b < B; ++b) {
+          const double d = static_cast<double>(x[b]) - in.task_targets[b];
+          stats.task_loss_sum += d * d;
+          grad[b] = static_cast<float>(2.0 * d / B * loss_scale);
+        }
+        ops_.upload(head_logits_, grad.data(), B * sizeof(float));
+      } else {
+        const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), B, NL, 1.0f, hits);
+        stats.task_loss_sum = ce.loss * B;
+        stats.task_correct = ce.correct;
+      }
+      stats.task_count = B;
+      if (!backward) return stats;
+      ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, B, H,
+                      NL, Activation::none, false);
+      ops_.dropout_bwd(g_pooled_, g2_, int64_t{B} * H, head_site);
+      ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g1_, B, H,
+                      H, Activation::tanh, false);
+      ops_.fill_zero(g0_, T * H * sizeof(float));
+      ops_.scatter_add_rows(g0_, g_cls_, cls_rows_, B, H);
+      return stats;
+    }
+    case TaskType::token_classification: {
+      // logits = classifier(dropout(h)) [T, NL]; CE over the labelled tokens
+      ops_.dropout_residual_fwd(scratch_th_, h, nullptr, T * H, head_site);
+      ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL, Activation::none);
+      if (want_logits) copy_out_tokens(output->host, head_logits_, in, NL);
+      if (!in.has_labels) return stats;
+      const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), T, NL, 1.0f, hits);
+      stats.task_loss_sum = ce.loss * ce.count;
+      stats.task_count = ce.count;
+      stats.task_correct = ce.correct;
+      if (!backward) return stats;
+      ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, T, H,
+                      NL, Activation::none, false);
+      ops_.dropout_bwd(g0_, g2_, T * H, head_site);
+      return stats;
+    }
+    case TaskType::question_answering: {
+      // start logits [B, S] and end logits [B, S] from the two rows of qa_outputs (no dropout, as HF)
+      float* start = head_logits_;
+      float* end = head_logits_ + T;
+      ops_.linear_fwd(start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none);
+      ops_.linear_fwd(end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none);
+      if (want_logits) {
+        std::vector<float> s_host(static_cast<size_t>(B) * S), e_host(static_cast<size_t>(B) * S);
+        copy_out_tokens(s_host.data(), start, in, 1);
+        copy_out_tokens(e_host.data(), end, in, 1);
+        for (int b = 0; b < B; ++b) {
+          std::copy_n(s_host.data() + int64_t{b} * S, S, output->host + int64_t{b} * 2 * S);
+          std::copy_n(e_host.data() + int64_t{b} * S, S, output->host + int64_t{b} * 2 * S + S);
+        }
+      }
+      if (!in.has_labels) return stats;
+      std::vector<int32_t> end_hits;
+      const double start_loss = cross_entropy(start, head_labels_, in.task_labels.data(), B, S, 0.5f, hits).loss;
+      const double end_loss = cross_entropy(end, head_labels_ + B, in.task_labels.data() + B, B, S, 0.5f, end_hits).loss;
+      stats.task_loss_sum = (start_loss + end_loss) / 2 * B;
+      stats.task_count = B;
+      for (int b = 0; b < B; ++b) {
+        stats.task_correct += in.task_labels[b] >= 0 && in.task_labels[B + b] >= 0 && hits[b] && end_hits[b];
+      }
+      if (!backward) return stats;
+      ops_.linear_bwd(g0_, G + P.head_w, G + P.head_b, start, h, W + P.head_w, nullptr, nullptr, T, H, 1,
+                      Activation::none, false);
+      ops_.linear_bwd(g0_, G + P.head_w + H, G + P.head_b + 1, end, h, W + P.head_w + H, nullptr, nullptr, T, H, 1,
+                      Activation::none, true);
+      return stats;
+    }
+  }
   return stats;
 }
 

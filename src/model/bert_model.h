@@ -1,6 +1,8 @@
-// BertModel: BERT-for-pretraining forward and backward, written once against the Ops interface.
-// It owns the flat parameter and gradient buffers and one activation arena sized at creation
-// for the largest micro-batch, so a step allocates nothing.
+// BertModel: BERT's encoder with the task's head (pretraining MLM + NSP, sequence
+// classification/regression, question answering, token classification), forward and backward
+// written once against the Ops interface. It owns the flat parameter and gradient buffers and
+// one activation arena sized at creation for the largest micro-batch, so a step allocates
+// nothing; an inference model has no gradient buffer and keeps two layers' activations.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include "model/bert_config.h"
 #include "model/model_inputs.h"
 #include "model/param_table.h"
+#include "model/task_config.h"
 
 namespace bert {
 
@@ -24,6 +27,7 @@ struct ModelLimits {
   int max_predictions = 0;  // masked positions per sequence
   bool recompute_gelu = false;
   bool recompute_attention = false;
+  bool inference = false;   // forward only: no gradients, activations of two layers
 };
 
 // Sums over one micro-batch; losses are sums so callers can average as they need.
@@ -31,8 +35,22 @@ struct ForwardStats {
   double mlm_loss_sum = 0, nsp_loss_sum = 0;
   int64_t mlm_count = 0, nsp_count = 0;
   int64_t mlm_correct = 0, nsp_correct = 0;
+  // Fine-tuning heads: the micro-batch's loss as Hugging Face defines it is
+  // task_loss_sum / task_count (count: sequences, or labelled tokens for token classification);
+  // task_correct counts argmax hits (QA: sequences whose start and end are both right).
+  double task_loss_sum = 0;
+  int64_t task_count = 0, task_correct = 0;
   double mlm_loss() const { return mlm_count ? mlm_loss_sum / mlm_count : 0.0; }
   double nsp_loss() const { return nsp_count ? nsp_loss_sum / nsp_count : 0.0; }
+  double task_loss() const { return task_count ? task_loss_sum / task_count : 0.0; }
+};
+
+// What an inference forward copies out, into host memory, in the batch's [B, S] layout (padding
+// positions are 0): the head's logits, the pooler output, or the last hidden states.
+enum class ModelOutput { logits, pooled, hidden };
+struct OutputRequest {
+  ModelOutput what = ModelOutput::logits;
+  float* host = nullptr;  // output_elems(...) floats
 };
 
 // How a training forward runs its backward. The loss gradient is multiplied by loss_scale
@@ -53,12 +71,18 @@ struct DropoutStream {
 
 class BertModel {
  public:
-  BertModel(const BertConfig& config, const ModelLimits& limits, Ops& ops);
+  BertModel(const BertConfig& config, const TaskConfig& task, const ModelLimits& limits, Ops& ops);
   ~BertModel();
   BertModel(const BertModel&) = delete;
   BertModel& operator=(const BertModel&) = delete;
 
   const BertConfig& config() const { return config_; }
+  const TaskConfig& task() const { return task_; }
+  bool inference() const { return limits_.inference; }
+  // Floats of an output for B sequences of length S: logits [B, 2] (NSP) / [B, num_labels]
+  // (sequence) / [B, S, num_labels] (token) / [B, 2, S] (QA: start then end logits); pooled
+  // [B, H]; hidden [B, S, H]. Throws Error(invalid_argument) for the pooler of a model without one.
+  int64_t output_elems(ModelOutput what, int B, int S) const;
   const ParamTable& params() const { return table_; }
   float* param_data() { return params_; }
   float* grad_data() { return grads_; }
@@ -68,11 +92,12 @@ class BertModel {
   void init_weights(uint64_t seed);
   void zero_grads();
 
-  // Forward; with `backward` (non-null) also accumulates (+=) the gradient of
-  // loss_scale · (mean MLM loss + mean NSP loss) into the gradient buffer. `abort` is polled
-  // between layers.
+  // Forward; with `backward` (non-null) also accumulates (+=) the gradient of loss_scale · the
+  // task's loss (pretraining: mean MLM loss + mean NSP loss) into the gradient buffer. Losses
+  // are computed when the inputs carry labels. `output` (may be null) receives a copy of an
+  // output. `abort` is polled between layers.
   ForwardStats run(const ModelInputs& inputs, const DropoutStream& dropout, const BackwardOptions* backward,
-                   const std::atomic<bool>* abort);
+                   const std::atomic<bool>* abort, const OutputRequest* output = nullptr);
 
  private:
   struct LayerActs {
@@ -81,8 +106,14 @@ class BertModel {
   void upload_inputs(const ModelInputs& in);
   DropoutSite site(const DropoutStream& d, uint32_t tensor_id, float p) const;
   void check_abort(const std::atomic<bool>* abort) const;
+  // The fine-tuning heads on the last hidden states h [T,H]; with backward, leave dL/dh in g0_.
+  ForwardStats task_head(const ModelInputs& in, const float* h, const DropoutStream& drop, const BackwardOptions* backward,
+                         const OutputRequest* output);
+  // Rows [T, width] of a per-token tensor into host [B, S, width] (padding positions 0).
+  void copy_out_tokens(float* host, const float* rows, const ModelInputs& in, int width) const;
 
   BertConfig config_;
+  TaskConfig task_;
   ModelLimits limits_;
   Ops& ops_;
   ParamTable table_;
@@ -99,8 +130,10 @@ class BertModel {
   float *scratch_th_;                                          // [T,H]
   float *cls_h_, *pool_pre_, *pooled_, *nsp_logits_;             // [B,H], [B,H], [B,H], [B,2]
   float *mlm_h_, *mlm_pre_, *mlm_act_, *mlm_mean_, *mlm_rstd_, *mlm_ln_, *logits_;  // [Nm,*]
-  float *losses_;                                              // [max(Nm, B)]
-  int32_t* correct_;                                           // [max(Nm, B)]
+  float *losses_;                                              // [R = max(Nm, 2B, T for per-token heads)]
+  int32_t* correct_;                                           // [R]
+  float* head_logits_;                                         // [T, num_labels] / [B, num_labels] / [2, T] (QA)
+  int32_t* head_labels_;                                       // [R]
   float *g0_, *g1_, *g2_, *gqkv_, *gi0_, *gi1_;                // backward scratch
   float *g_cls_, *g_pooled_, *g_mlm_h_, *g_mlm_ln_, *g_mlm_act_;
 };

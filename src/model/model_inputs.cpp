@@ -2,6 +2,7 @@
 #include "model/model_inputs.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -15,11 +16,60 @@ void check_range(const char* field, int b, int j, int32_t value, int32_t lo, int
   }
 }
 
+// The labels of a fine-tuning head, checked against the task (sizes as in build_model_inputs).
+void add_task_labels(const BatchView& in, const TaskConfig& task, ModelInputs& out) {
+  const int B = in.batch_size, S = in.seq_length, L = task.num_labels;
+  switch (task.type) {
+    case TaskType::pretraining:
+      return;
+    case TaskType::sequence_classification:
+      if (task.regression()) {
+        BERT_CHECK(in.label_values, Code::invalid_argument,
+                   "batch field 'label_values' is NULL (a regression task, num_labels = 1, trains on float targets)");
+        for (int b = 0; b < B; ++b) {
+          BERT_CHECK(std::isfinite(in.label_values[b]), Code::invalid_argument, "batch field 'label_values' sample ",
+                     b, ": value ", in.label_values[b], " is not finite");
+          out.task_targets.push_back(in.label_values[b]);
+        }
+      } else {
+        BERT_CHECK(in.labels, Code::invalid_argument, "batch field 'labels' is NULL (sequence classification)");
+        for (int b = 0; b < B; ++b) {
+          check_range("labels", b, 0, in.labels[b], 0, L);
+          out.task_labels.push_back(in.labels[b]);
+        }
+      }
+      break;
+    case TaskType::token_classification:
+      BERT_CHECK(in.labels, Code::invalid_argument, "batch field 'labels' is NULL (token classification: [B, S])");
+      for (int b = 0; b < B; ++b) {
+        for (int s = 0; s < S; ++s) {
+          const int32_t v = in.labels[static_cast<int64_t>(b) * S + s];
+          if (v >= 0) check_range("labels", b, s, v, 0, L);
+          out.task_labels.push_back(v < 0 ? -1 : v);
+        }
+      }
+      break;
+    case TaskType::question_answering:
+      BERT_CHECK(in.start_positions && in.end_positions, Code::invalid_argument,
+                 "batch fields 'start_positions' and 'end_positions' must not be NULL (question answering)");
+      // As Hugging Face: positions are clamped to [0, S] and S (outside the sequence) is ignored.
+      for (const int32_t* field : {in.start_positions, in.end_positions}) {
+        for (int b = 0; b < B; ++b) {
+          const int32_t v = std::clamp<int32_t>(field[b], 0, S);
+          out.task_labels.push_back(v == S ? -1 : v);
+        }
+      }
+      break;
+  }
+  out.has_labels = true;
+}
+
 }  // namespace
 
-ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, int max_batch,
-                               int max_seq_length, int max_predictions, bool unpad) {
-  const int B = in.batch_size, S = in.seq_length, P = in.max_predictions;
+ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, const TaskConfig& task, int max_batch,
+                               int max_seq_length, int max_predictions, bool unpad, bool need_labels) {
+  const int B = in.batch_size, S = in.seq_length, P = task.pretraining() ? in.max_predictions : 0;
+  if (task.per_token()) unpad = false;
   BERT_CHECK(B > 0, Code::invalid_argument, "batch_size must be positive, got ", B);
   BERT_CHECK(B <= max_batch, Code::invalid_argument, "batch_size ", B,
              " is larger than the configured micro-batch (train.micro_batch = ", max_batch, ")");
@@ -27,9 +77,10 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, in
              " is outside [1, data.max_seq_length = ", max_seq_length, "]");
   BERT_CHECK(P >= 0 && P <= max_predictions, Code::invalid_argument, "max_predictions ", P,
              " is outside [0, data.max_predictions_per_seq = ", max_predictions, "]");
+  const bool nsp_labels = task.pretraining() && need_labels;
   const std::pair<const char*, const void*> required[] = {
       {"input_ids", in.input_ids}, {"segment_ids", in.segment_ids}, {"input_mask", in.input_mask},
-      {"next_sentence_labels", in.next_sentence_labels}};
+      {"next_sentence_labels", nsp_labels ? in.next_sentence_labels : in.input_ids}};
   for (const auto& [name, ptr] : required) {
     BERT_CHECK(ptr != nullptr, Code::invalid_argument, "batch field '", name, "' is NULL");
   }
@@ -37,6 +88,7 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, in
              "batch fields 'masked_lm_positions' and 'masked_lm_ids' must not be NULL when max_predictions > 0");
 
   ModelInputs out;
+  out.seq_length = S;
   out.layout.seq_start.push_back(0);
   for (int b = 0; b < B; ++b) {
     const int32_t* ids = in.input_ids + static_cast<int64_t>(b) * S;
@@ -54,7 +106,7 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, in
       }
     }
     BERT_CHECK(real > 0, Code::invalid_argument, "batch sample ", b, " has no real token (input_mask all 0)");
-    check_range("next_sentence_labels", b, 0, in.next_sentence_labels[b], 0, 2);
+    if (nsp_labels) check_range("next_sentence_labels", b, 0, in.next_sentence_labels[b], 0, 2);
     out.real_tokens += real;
 
     std::vector<std::pair<int32_t, int32_t>> masked;  // (position, label)
@@ -79,12 +131,14 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, in
     }
     out.layout.seq_start.push_back(row0 + len);
     out.cls_rows.push_back(row0);
-    out.nsp_labels.push_back(in.next_sentence_labels[b]);
+    out.nsp_labels.push_back(nsp_labels ? in.next_sentence_labels[b] : 0);
     for (const auto& [pos, label] : masked) {
       out.mlm_rows.push_back(row0 + pos);
       out.mlm_labels.push_back(label);
     }
   }
+  out.has_labels = task.pretraining() && need_labels;
+  if (need_labels) add_task_labels(in, task, out);
   return out;
 }
 

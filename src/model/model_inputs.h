@@ -1,6 +1,7 @@
 // ModelInputs: a host batch turned into what the model consumes — token rows (padded or
 // unpadded), position/segment ids, the additive key mask, the attention layout, and the rows
-// and labels of the masked-LM and NSP heads. Building it also validates the batch.
+// and labels of the task's head (masked-LM and NSP, or a fine-tuning head). Building it also
+// validates the batch.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 
 #include "backend/ops.h"
 #include "model/bert_config.h"
+#include "model/task_config.h"
 
 namespace bert {
 
@@ -19,6 +21,11 @@ struct BatchView {  // borrowed pointers to a DLE-layout batch on the host
   const int32_t* masked_lm_positions = nullptr;   // [B, P]
   const int32_t* masked_lm_ids = nullptr;         // [B, P]
   const int32_t* next_sentence_labels = nullptr;  // [B]
+  // Fine-tuning labels (see bert_batch in capi/bert.h).
+  const int32_t* labels = nullptr;           // [B] classes, or [B, S] token classes (< 0: ignored)
+  const float* label_values = nullptr;       // [B] regression targets
+  const int32_t* start_positions = nullptr;  // [B]
+  const int32_t* end_positions = nullptr;    // [B]
 };
 
 struct ModelInputs {
@@ -29,16 +36,24 @@ struct ModelInputs {
   std::vector<int32_t> nsp_labels;                   // [B]
   std::vector<int32_t> mlm_rows;                     // [Nm]: token row of each masked position
   std::vector<int32_t> mlm_labels;                   // [Nm]
+  // Fine-tuning heads: class ids [B] (sequence), [T] (token; -1 ignored) or start then end
+  // positions [2B] (QA; -1 ignored); regression targets [B].
+  std::vector<int32_t> task_labels;
+  std::vector<float> task_targets;
+  bool has_labels = false;
   int64_t real_tokens = 0;                           // tokens with input_mask == 1
+  int seq_length = 0;                                // S of the host batch
   int batch_size() const { return static_cast<int>(cls_rows.size()); }
   int64_t tokens() const { return layout.total_tokens(); }
 };
 
 // Validates `batch` against the model and the limits (throws Error(invalid_argument) naming the
 // field, sample and value at fault) and builds the inputs. With `unpad`, sequences whose mask is
-// a prefix of ones are packed back to back without their padding; otherwise every sequence
-// keeps seq_length rows.
-ModelInputs build_model_inputs(const BatchView& batch, const BertConfig& config, int max_batch,
-                               int max_seq_length, int max_predictions, bool unpad);
+// a prefix of ones are packed back to back without their padding; otherwise (and always for the
+// per-token heads) every sequence keeps seq_length rows. Without `need_labels` (inference) the
+// label fields may be NULL.
+ModelInputs build_model_inputs(const BatchView& batch, const BertConfig& config, const TaskConfig& task,
+                               int max_batch, int max_seq_length, int max_predictions, bool unpad,
+                               bool need_labels);
 
 }  // namespace bert

@@ -18,7 +18,7 @@ int64_t ParamEntry::elems() const {
   return n;
 }
 
-ParamTable::ParamTable(const BertConfig& c) {
+ParamTable::ParamTable(const BertConfig& c, const TaskConfig& task) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   int64_t cursor = 0;
   auto reserve = [&](int64_t elems) {
@@ -75,15 +75,32 @@ ParamTable::ParamTable(const BertConfig& c) {
     layers.push_back(L);
   }
 
-  pooler_w = tensor("bert.pooler.dense.weight", {H, H}, ParamInit::normal);
-  pooler_b = tensor("bert.pooler.dense.bias", {H}, ParamInit::zeros);
-  mlm_bias = add("cls.predictions.bias", {c.vocab_size}, reserve(Vp), ParamInit::zeros, Vp);
-  mlm_dense_w = tensor("cls.predictions.transform.dense.weight", {H, H}, ParamInit::normal);
-  mlm_dense_b = tensor("cls.predictions.transform.dense.bias", {H}, ParamInit::zeros);
-  mlm_ln_g = tensor("cls.predictions.transform.LayerNorm.weight", {H}, ParamInit::ones);
-  mlm_ln_b = tensor("cls.predictions.transform.LayerNorm.bias", {H}, ParamInit::zeros);
-  nsp_w = tensor("cls.seq_relationship.weight", {2, H}, ParamInit::normal);
-  nsp_b = tensor("cls.seq_relationship.bias", {2}, ParamInit::zeros);
+  if (task.has_pooler()) {
+    pooler_w = tensor("bert.pooler.dense.weight", {H, H}, ParamInit::normal);
+    pooler_b = tensor("bert.pooler.dense.bias", {H}, ParamInit::zeros);
+  }
+  first_head_entry = entries.size();
+  const int64_t L = task.num_labels;
+  switch (task.type) {
+    case TaskType::pretraining:
+      mlm_bias = add("cls.predictions.bias", {c.vocab_size}, reserve(Vp), ParamInit::zeros, Vp);
+      mlm_dense_w = tensor("cls.predictions.transform.dense.weight", {H, H}, ParamInit::normal);
+      mlm_dense_b = tensor("cls.predictions.transform.dense.bias", {H}, ParamInit::zeros);
+      mlm_ln_g = tensor("cls.predictions.transform.LayerNorm.weight", {H}, ParamInit::ones);
+      mlm_ln_b = tensor("cls.predictions.transform.LayerNorm.bias", {H}, ParamInit::zeros);
+      nsp_w = tensor("cls.seq_relationship.weight", {2, H}, ParamInit::normal);
+      nsp_b = tensor("cls.seq_relationship.bias", {2}, ParamInit::zeros);
+      break;
+    case TaskType::sequence_classification:
+    case TaskType::token_classification:
+      head_w = tensor("classifier.weight", {L, H}, ParamInit::normal);
+      head_b = tensor("classifier.bias", {L}, ParamInit::zeros);
+      break;
+    case TaskType::question_answering:
+      head_w = tensor("qa_outputs.weight", {L, H}, ParamInit::normal);
+      head_b = tensor("qa_outputs.bias", {L}, ParamInit::zeros);
+      break;
+  }
   total_elems = cursor;
 }
 

@@ -1,6 +1,7 @@
-// The parameter table: every BertForPreTraining tensor under its Hugging Face name, with its
-// shape and its offset in one flat fp32 buffer (gradients use the same layout). Query, key and
-// value of a layer are stored back to back so one [3H, H] GEMM computes all three.
+// The parameter table: every tensor of the task's Hugging Face model (BertForPreTraining,
+// BertForSequenceClassification, ...) under its HF name, with its shape and its offset in one
+// flat fp32 buffer (gradients use the same layout). Query, key and value of a layer are stored
+// back to back so one [3H, H] GEMM computes all three.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "backend/ops.h"
 #include "model/bert_config.h"
+#include "model/task_config.h"
 
 namespace bert {
 
@@ -31,14 +33,19 @@ struct LayerParams {
 };
 
 struct ParamTable {
-  explicit ParamTable(const BertConfig& config);
+  explicit ParamTable(const BertConfig& config, const TaskConfig& task = TaskConfig());
 
   std::vector<ParamEntry> entries;  // in Hugging Face named_parameters() order
   int64_t total_elems = 0;          // size of the flat buffer
 
   int64_t word_emb, pos_emb, type_emb, emb_ln_g, emb_ln_b;
   std::vector<LayerParams> layers;
-  int64_t pooler_w, pooler_b, mlm_bias, mlm_dense_w, mlm_dense_b, mlm_ln_g, mlm_ln_b, nsp_w, nsp_b;
+  // -1 where the task's model lacks them (no pooler for QA / token classification, no MLM/NSP
+  // heads in fine-tuning models).
+  int64_t pooler_w = -1, pooler_b = -1, mlm_bias = -1, mlm_dense_w = -1, mlm_dense_b = -1, mlm_ln_g = -1,
+          mlm_ln_b = -1, nsp_w = -1, nsp_b = -1;
+  int64_t head_w = -1, head_b = -1;  // classifier / qa_outputs: [num_labels, H], [num_labels]
+  size_t first_head_entry = 0;       // entries from here on belong to the task head (initialised, not loaded)
 
   // Index into entries, or -1.
   int find(const std::string& name) const;

@@ -58,8 +58,8 @@ BatchView view_of(const HostBatch& b) {
   return v;
 }
 
-// Rows [begin, begin + count) of a batch, as a view.
-BatchView slice(const BatchView& b, int begin, int count) {
+// Rows [begin, begin + count) of a batch, as a view; `token_labels`: labels are [B, S].
+BatchView slice(const BatchView& b, int begin, int count, bool token_labels) {
   BatchView v = b;
   v.batch_size = count;
   const int64_t s = static_cast<int64_t>(begin) * b.seq_length, p = static_cast<int64_t>(begin) * b.max_predictions;
@@ -68,7 +68,11 @@ BatchView slice(const BatchView& b, int begin, int count) {
   v.input_mask += s;
   if (v.masked_lm_positions) v.masked_lm_positions += p;
   if (v.masked_lm_ids) v.masked_lm_ids += p;
-  v.next_sentence_labels += begin;
+  if (v.next_sentence_labels) v.next_sentence_labels += begin;
+  if (v.labels) v.labels += token_labels ? s : begin;
+  if (v.label_values) v.label_values += begin;
+  if (v.start_positions) v.start_positions += begin;
+  if (v.end_positions) v.end_positions += begin;
   return v;
 }
 
@@ -139,6 +143,40 @@ std::string new_run_id() {
   return text;
 }
 
+// Fine-tuning from another model's weights: heads this task does not have (pretraining's cls.*,
+// another task's classifier, a pooler HF's QA/token models lack) are dropped, and a file without
+// this task's head keeps the head initialised in `flat` (normal(0, initializer_range), zero bias),
+// as Hugging Face's from_pretrained does. The encoder must be complete.
+void adapt_to_task(const ParamTable& table, const float* flat, const std::string& path, TensorMap& tensors) {
+  std::vector<std::string> dropped;
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    const std::string& name = it->first;
+    const bool foreign_head = name.rfind("cls.", 0) == 0 || name.rfind("classifier.", 0) == 0 ||
+                              name.rfind("qa_outputs.", 0) == 0 || name.rfind("bert.pooler.", 0) == 0;
+    if (table.find(name) < 0 && foreign_head) {
+      dropped.push_back(name);
+      it = tensors.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  bool has_head = false;
+  for (size_t i = table.first_head_entry; i < table.entries.size(); ++i) has_head = has_head || tensors.count(table.entries[i].name);
+  std::string initialised;
+  if (!has_head) {
+    const TensorMap mine = tensors_of(table, flat);
+    for (size_t i = table.first_head_entry; i < table.entries.size(); ++i) {
+      const std::string& name = table.entries[i].name;
+      tensors[name] = mine.at(name);
+      initialised += (initialised.empty() ? "" : ", ") + name;
+    }
+  }
+  std::string note = "fine-tuning from '" + path + "'";
+  if (!dropped.empty()) note += ": " + std::to_string(dropped.size()) + " tensors of other heads not used";
+  if (!initialised.empty()) note += "; initialised " + initialised;
+  log_message(log_info, note);
+}
+
 }  // namespace
 
 Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend)
@@ -157,7 +195,8 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   limits.max_predictions = config_.data.max_predictions_per_seq;
   limits.recompute_gelu = config_.train.recompute_gelu;
   limits.recompute_attention = config_.train.recompute_attention;
-  model_ = std::make_unique<BertModel>(config_.model, limits, *ops_);
+  limits.inference = config_.inference;
+  model_ = std::make_unique<BertModel>(config_.model, config_.task, limits, *ops_);
   model_->init_weights(config_.train.seed);
   if (!config_.train.init_checkpoint.empty()) load_weights(config_.train.init_checkpoint);
   if (!config_.checkpoint.dir.empty()) {
@@ -169,34 +208,48 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   }
   comm_->broadcast(model_->param_data(), model_->params().total_elems);
   ops_->weights_changed();
-  // Per-rank clipping needs the whole local gradient before any of it is reduced.
-  sync_ = std::make_unique<GradientSync>(*comm_, model_->grad_data(), model_->params().total_elems,
-                                         config_.dist.clip_per_rank ? 0.0 : config_.dist.bucket_mb,
-                                         parse_wire_precision(config_.dist.wire_precision), ops_->native_stream());
-  OptimizerConfig optimizer_config = config_.train.optimizer;
-  if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
-  optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_);
-  schedule_.base_lr = config_.train.lr;
-  schedule_.total_steps = config_.train.steps;
-  schedule_.warmup_proportion = config_.train.warmup_proportion;
-  schedule_.degree = config_.train.decay_degree;
-  train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size());
-  log_message(log_info, "session: " + config_.model.to_json().dump() + " on " + ops_->name() + ", activation arena " +
-                            std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + train_data_->describe());
+  std::string data = "none (batches from the host)";
+  if (!config_.inference) {
+    // Per-rank clipping needs the whole local gradient before any of it is reduced.
+    sync_ = std::make_unique<GradientSync>(*comm_, model_->grad_data(), model_->params().total_elems,
+                                           config_.dist.clip_per_rank ? 0.0 : config_.dist.bucket_mb,
+                                           parse_wire_precision(config_.dist.wire_precision), ops_->native_stream());
+    OptimizerConfig optimizer_config = config_.train.optimizer;
+    if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
+    optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_);
+    schedule_.base_lr = config_.train.lr;
+    schedule_.total_steps = config_.train.steps;
+    schedule_.warmup_proportion = config_.train.warmup_proportion;
+    schedule_.degree = config_.train.decay_degree;
+    if (config_.task.pretraining()) {  // fine-tuning batches come from the host (bert-finetune reads them)
+      train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size());
+      data = train_data_->describe();
+    }
+  }
+  log_message(log_info, "session: " + config_.model.to_json().dump() + " " + config_.task.name() +
+                            (config_.inference ? " (inference)" : "") + " on " + ops_->name() + ", activation arena " +
+                            std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + data);
 }
 
 Session::~Session() = default;
 
-ModelInputs Session::inputs(const BatchView& batch) const {
-  return build_model_inputs(batch, config_.model, config_.train.micro_batch, config_.data.max_seq_length,
-                            config_.data.max_predictions_per_seq, config_.data.unpad);
+ModelInputs Session::inputs(const BatchView& batch, bool need_labels) const {
+  return build_model_inputs(batch, config_.model, config_.task, config_.train.micro_batch, config_.data.max_seq_length,
+                            config_.data.max_predictions_per_seq, config_.data.unpad, need_labels);
+}
+
+void Session::require_training(const char* call) const {
+  if (config_.inference) {
+    fail(Code::unsupported, call, ": this session was created with \"mode\": \"inference\" (no gradients or optimizer "
+         "state); create it with \"mode\": \"train\" to train");
+  }
 }
 
 void Session::discard_accumulation() {
-  sync_->drain();
+  if (sync_) sync_->drain();
   model_->zero_grads();
   accum_micro_ = 0;
-  accum_mlm_ = accum_nsp_ = 0;
+  accum_mlm_ = accum_nsp_ = accum_task_ = 0;
   accum_sequences_ = accum_tokens_ = 0;
 }
 
@@ -220,6 +273,7 @@ auto Session::abortable(F&& body) -> decltype(body()) {
 StepStats Session::forward_backward(const BatchView& batch) { return forward_backward(batch, false); }
 
 StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
+  require_training("bert_forward_backward");
   return abortable([&] {
     const auto t0 = Clock::now();
     ModelInputs in = inputs(batch);
@@ -235,13 +289,14 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
     ++accum_micro_;
     accum_mlm_ += f.mlm_loss();
     accum_nsp_ += f.nsp_loss();
+    accum_task_ += f.task_loss();
     accum_sequences_ += in.batch_size();
     accum_tokens_ += in.real_tokens;
     StepStats s;
     s.step = global_step_;
     s.mlm_loss = f.mlm_loss();
     s.nsp_loss = f.nsp_loss();
-    s.loss = s.mlm_loss + s.nsp_loss;
+    s.loss = config_.task.pretraining() ? s.mlm_loss + s.nsp_loss : f.task_loss();
     s.micro_batches = 1;
     s.sequences = in.batch_size();
     s.tokens = in.real_tokens;
@@ -251,6 +306,7 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
 }
 
 void Session::allreduce() {
+  require_training("bert_allreduce");
   abortable([&] {
     if (config_.dist.clip_per_rank && accum_micro_ > 0) clip_local_gradient();
     sync_->finish();
@@ -297,6 +353,7 @@ void Session::measure_token_imbalance() {
 }
 
 StepStats Session::optimizer_step() {
+  require_training("bert_optimizer_step");
   return abortable([&] {
     BERT_CHECK(accum_micro_ > 0, Code::invalid_argument,
                "bert_optimizer_step called with no accumulated gradient (call bert_forward_backward first)");
@@ -316,7 +373,7 @@ StepStats Session::optimizer_step() {
     s.micro_batches = accum_micro_;
     s.mlm_loss = accum_mlm_ / accum_micro_;
     s.nsp_loss = accum_nsp_ / accum_micro_;
-    s.loss = s.mlm_loss + s.nsp_loss;
+    s.loss = config_.task.pretraining() ? s.mlm_loss + s.nsp_loss : accum_task_ / accum_micro_;
     s.sequences = accum_sequences_;
     s.tokens = accum_tokens_;
     s.seconds = seconds_since(t0);
@@ -332,6 +389,9 @@ StepStats Session::optimizer_step() {
 }
 
 StepStats Session::step(const BatchView* batch) {
+  require_training("bert_step");
+  BERT_CHECK(batch || train_data_, Code::invalid_argument, "bert_step without a batch draws from the session's own "
+             "pretraining data; a ", config_.task.name(), " session trains on batches from the host");
   const auto t0 = Clock::now();
   try {
     run_step_micro_batches(batch);
@@ -352,7 +412,8 @@ void Session::run_step_micro_batches(const BatchView* batch) {
                Code::invalid_argument, "batch_size ", batch->batch_size, " is outside [1, train.micro_batch × ",
                "train.accumulation_steps = ", micro * config_.train.accumulation_steps, "]");
     for (int begin = 0; begin < batch->batch_size; begin += micro) {
-      forward_backward(slice(*batch, begin, std::min(micro, batch->batch_size - begin)), begin + micro >= batch->batch_size);
+      forward_backward(slice(*batch, begin, std::min(micro, batch->batch_size - begin), config_.task.per_token()),
+                       begin + micro >= batch->batch_size);
     }
   } else {
     for (int i = 0; i < config_.train.accumulation_steps; ++i) {
@@ -364,6 +425,10 @@ void Session::run_step_micro_batches(const BatchView* batch) {
 }
 
 EvalStats Session::eval(const BatchView* batch) {
+  if (!config_.task.pretraining()) {
+    fail(Code::unsupported, "bert_eval measures the pretraining heads; a ", config_.task.name(),
+         " session is evaluated with bert_infer (logits) and the task's metric");
+  }
   return abortable([&] {
     auto run_one = [&](const BatchView& b, ForwardStats& total) {
       ModelInputs in = inputs(b);
@@ -380,7 +445,7 @@ EvalStats Session::eval(const BatchView* batch) {
     if (batch) {
       BERT_CHECK(batch->batch_size > 0, Code::invalid_argument, "batch_size must be positive, got ", batch->batch_size);
       for (int begin = 0; begin < batch->batch_size; begin += micro) {
-        run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin)), total);
+        run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin), false), total);
       }
     } else {
       total = eval_whole_set();
@@ -427,12 +492,35 @@ ForwardStats Session::eval_whole_set() {
   return total;
 }
 
+void Session::infer(const BatchView& batch, ModelOutput what, float* out, size_t count) {
+  abortable([&] {
+    BERT_CHECK(batch.batch_size > 0, Code::invalid_argument, "batch_size must be positive, got ", batch.batch_size);
+    BERT_CHECK(batch.seq_length > 0, Code::invalid_argument, "seq_length must be positive, got ", batch.seq_length);
+    const int64_t need = model_->output_elems(what, batch.batch_size, batch.seq_length);
+    BERT_CHECK(out != nullptr, Code::invalid_argument, "output buffer is NULL");
+    BERT_CHECK(static_cast<int64_t>(count) >= need, Code::invalid_argument, "output buffer holds ", count,
+               " floats but ", batch.batch_size, " sequences of length ", batch.seq_length, " need ", need);
+    const int micro = config_.train.micro_batch;
+    std::vector<ModelInputs> parts;  // all validated before anything is written to out
+    for (int begin = 0; begin < batch.batch_size; begin += micro) {
+      parts.push_back(inputs(slice(batch, begin, std::min(micro, batch.batch_size - begin), config_.task.per_token()), false));
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      OutputRequest request;
+      request.what = what;
+      request.host = out + model_->output_elems(what, static_cast<int>(i) * micro, batch.seq_length);
+      model_->run(parts[i], DropoutStream{}, nullptr, &abort_, &request);
+    }
+  });
+}
+
 void Session::allreduce_host(float* data, int64_t n, ReduceOp op) {
   BERT_CHECK(data != nullptr || n == 0, Code::invalid_argument, "allreduce data is NULL");
   comm_->allreduce_host(data, n, op);
 }
 
 std::string Session::save_checkpoint(const std::string& requested_path) {
+  require_training("bert_checkpoint");
   std::string path = requested_path;
   if (path.empty()) {
     BERT_CHECK(!config_.checkpoint.dir.empty(), Code::invalid_argument,
@@ -465,7 +553,7 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
              {"run_id", run_id_},
              {"written_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count()},
-             {"data_cursors", comm_->allgather_text(train_data_->cursor().dump())}};
+             {"data_cursors", comm_->allgather_text(train_data_ ? train_data_->cursor().dump() : "null")}};
   if (comm_->rank() == 0) {
     write_checkpoint(path, c);
     if (requested_path.empty()) {
@@ -519,6 +607,7 @@ void Session::check_resumable(const std::string& path, const nlohmann::json& sav
 }
 
 void Session::load_checkpoint(const std::string& path) {
+  require_training("bert_checkpoint_load");
   BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
   CheckpointContents c = read_checkpoint(path);
   BERT_CHECK(c.has_optimizer(), Code::checkpoint, "checkpoint '", path,
@@ -566,8 +655,11 @@ void Session::load_checkpoint(const std::string& path) {
   // The resumed run continues the checkpoint's random streams (dropout, synthetic data).
   SessionConfig resumed = config_;
   resumed.train.seed = seed;
-  std::unique_ptr<DataSource> data = make_data_source(resumed, comm_->rank(), comm_->world_size());
-  data->restore(nlohmann::json::parse(cursor));
+  std::unique_ptr<DataSource> data;
+  if (train_data_) {
+    data = make_data_source(resumed, comm_->rank(), comm_->world_size());
+    data->restore(nlohmann::json::parse(cursor));
+  }
 
   ops_->upload(model_->param_data(), weights.data(), n * sizeof(float));
   ops_->upload(optimizer_->exp_avg(), m.data(), n * sizeof(float));
@@ -593,6 +685,7 @@ void Session::load_weights(const std::string& path) {
   const ParamTable& table = model_->params();
   std::vector<float> host(table.total_elems);
   ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
+  if (!config_.task.pretraining()) adapt_to_task(table, host.data(), path, c.model);
   load_tensors(table, c.model, path, "model", host.data());
   ops_->upload(model_->param_data(), host.data(), host.size() * sizeof(float));
   ops_->weights_changed();
@@ -612,6 +705,7 @@ void Session::warn_if_other_activation(const CheckpointContents& c, const std::s
 }
 
 int64_t Session::resume_latest(const std::string& requested_dir) {
+  require_training("bert_checkpoint_resume");
   const std::string dir = requested_dir.empty() ? config_.checkpoint.dir : requested_dir;
   BERT_CHECK(!dir.empty(), Code::invalid_argument, "no directory given and checkpoint.dir is not configured");
   if (comm_->rank() == 0) {
@@ -650,6 +744,7 @@ const ParamEntry& Session::entry(const std::string& name, size_t count) const {
 }
 
 void Session::read_param(const std::string& name, float* dst, size_t count, bool gradient) {
+  if (gradient) require_training("bert_grad_read");
   const ParamEntry& e = entry(name, count);
   BERT_CHECK(dst != nullptr, Code::invalid_argument, "destination buffer is NULL");
   const float* base = gradient ? model_->grad_data() : model_->param_data();

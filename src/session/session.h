@@ -1,6 +1,8 @@
 // Session = config + backend + model + optimizer + data + communicator: the object the C API
 // wraps. It runs micro-batches, reduces gradients, steps the optimizer on the schedule,
-// evaluates, and saves/loads weights. One thread at a time; abort() from any thread.
+// evaluates, runs inference, and saves/loads weights. An inference session ("mode":
+// "inference") has no gradients, optimizer or data source. One thread at a time; abort() from
+// any thread.
 #pragma once
 
 #include <atomic>
@@ -26,7 +28,7 @@ struct CheckpointContents;
 
 struct StepStats {
   int64_t step = 0;
-  double loss = 0, mlm_loss = 0, nsp_loss = 0;
+  double loss = 0, mlm_loss = 0, nsp_loss = 0;  // loss: the task's loss (pretraining: mlm + nsp)
   double learning_rate = 0, grad_norm = 0, loss_scale = 1;
   double token_imbalance = 0;  // heaviest rank's real tokens / mean over ranks - 1 (0 with one rank)
   bool skipped = false;
@@ -64,6 +66,9 @@ class Session {
   // batch == nullptr: the whole evaluation set, split across ranks (COLLECTIVE then).
   EvalStats eval(const BatchView* batch);
   void allreduce_host(float* data, int64_t n, ReduceOp op);
+  // Forward without gradients or dropout, in micro-batches of train.micro_batch; copies `what`
+  // for the whole batch into out (at least model().output_elems(what, B, S) floats).
+  void infer(const BatchView& batch, ModelOutput what, float* out, size_t count);
 
   // Full training state. An empty path writes <checkpoint.dir>/ckpt_<step>.h5 and applies
   // retention. Returns the path written. Rank 0 writes; every rank contributes its cursor.
@@ -92,7 +97,9 @@ class Session {
   // Refuses to write into a checkpoint.dir owned by another run (Error(checkpoint)).
   void check_directory_owner() const;
   const ParamEntry& entry(const std::string& name, size_t count) const;
-  ModelInputs inputs(const BatchView& batch) const;
+  ModelInputs inputs(const BatchView& batch, bool need_labels = true) const;
+  // Throws Error(unsupported) naming `call` in an inference session.
+  void require_training(const char* call) const;
   // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.
   StepStats forward_backward(const BatchView& batch, bool last_of_step);
   void discard_accumulation();
@@ -122,7 +129,7 @@ class Session {
   int64_t global_step_ = 0;
   uint64_t micro_step_ = 0;  // dropout stream position: one per training forward
   int accum_micro_ = 0;
-  double accum_mlm_ = 0, accum_nsp_ = 0;
+  double accum_mlm_ = 0, accum_nsp_ = 0, accum_task_ = 0;
   int64_t accum_sequences_ = 0, accum_tokens_ = 0;
   double token_imbalance_ = 0;  // of the last all-reduced step
   std::atomic<bool> abort_{false};

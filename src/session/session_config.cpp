@@ -124,6 +124,8 @@ SessionConfig parse_session_config(const std::string& text) {
   JsonReader r(root, "");
   SessionConfig c;
   if (r.has("model")) c.model = parse_bert_config(r.raw("model"), "model");
+  if (r.has("task")) c.task = parse_task_config(r.raw("task"), "task");
+  c.inference = r.get_choice("mode", "train", {"train", "inference"}) == "inference";
   parse_train(r.object("train"), c.train);
   parse_data(r.object("data"), c.data);
   parse_checkpoint(r.object("checkpoint"), c.checkpoint);
@@ -159,6 +161,8 @@ nlohmann::json SessionConfig::to_json() const {
   const OptimizerConfig& o = train.optimizer;
   return {
       {"model", model.to_json()},
+      {"task", task.to_json()},
+      {"mode", inference ? "inference" : "train"},
       {"train",
        {{"micro_batch", train.micro_batch},
         {"accumulation_steps", train.accumulation_steps},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/bert_config.h"
+#include "model/task_config.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 
@@ -82,6 +83,8 @@ struct LogConfig {
 
 struct SessionConfig {
   BertConfig model;
+  TaskConfig task;            // the head: pretraining (default) or a fine-tuning task
+  bool inference = false;     // "mode": "inference": forward only, no gradients or optimizer state
   TrainConfig train;
   DataConfig data;
   CheckpointConfig checkpoint;

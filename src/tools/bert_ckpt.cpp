@@ -143,9 +143,10 @@ int import(int argc, char** argv) {
   bert::ImportReport r = bert::import_weights(argv[2], options, argv[3]);
   for (const std::string& name : r.unplaced) std::printf("not placed: %s\n", name.c_str());
   for (const std::string& notice : r.notices) std::printf("notice: %s\n", notice.c_str());
-  std::printf("imported %s (%s) to %s: %zu tensors placed (%zu transposed), %s, hidden_act %s, "
+  const std::string task = r.task.pretraining() ? r.task.name() : r.task.name() + " (" + std::to_string(r.task.num_labels) + " labels)";
+  std::printf("imported %s (%s) to %s: task %s, %zu tensors placed (%zu transposed), %s, hidden_act %s, "
               "%zu source tensors not placed\n",
-              argv[2], r.producer.c_str(), argv[3], r.placed, r.transposed,
+              argv[2], r.producer.c_str(), argv[3], task.c_str(), r.placed, r.transposed,
               r.optimizer_slots ? "optimizer moments included" : "weights only", r.config.hidden_act.c_str(),
               r.unplaced.size());
   return 0;

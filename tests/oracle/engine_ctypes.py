@@ -25,7 +25,10 @@ class Batch(ctypes.Structure):
                 ("seq_length", ctypes.c_int32), ("max_predictions", ctypes.c_int32),
                 ("input_ids", c_int32_p), ("segment_ids", c_int32_p), ("input_mask", c_int32_p),
                 ("masked_lm_positions", c_int32_p), ("masked_lm_ids", c_int32_p),
-                ("next_sentence_labels", c_int32_p)]
+                ("next_sentence_labels", c_int32_p), ("labels", c_int32_p), ("label_values", c_float_p),
+                ("start_positions", c_int32_p), ("end_positions", c_int32_p)]
+
+OUTPUTS = {"logits": 0, "pooled": 1, "hidden": 2}
 
 
 class StepResult(ctypes.Structure):
@@ -78,6 +81,9 @@ _SIGNATURES = {
     "bert_param_read": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, c_float_p, ctypes.c_size_t]),
     "bert_param_write": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, c_float_p, ctypes.c_size_t]),
     "bert_grad_read": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, c_float_p, ctypes.c_size_t]),
+    "bert_output_size": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
+                                        ctypes.POINTER(ctypes.c_size_t)]),
+    "bert_infer": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(Batch), ctypes.c_int, c_float_p, ctypes.c_size_t]),
 }
 
 _lib = None
@@ -125,15 +131,16 @@ def _initialised(struct_type, init_name):
 
 
 def make_batch(batch):
-    """A Batch struct over a dict of DLE arrays; returns (struct, kept-alive arrays)."""
-    arrays = {k: np.ascontiguousarray(v, dtype=np.int32) for k, v in batch.items()}
+    """A Batch struct over a dict of DLE arrays and fine-tuning labels (any subset beyond
+    input_ids, segment_ids, input_mask); returns (struct, kept-alive arrays)."""
+    arrays = {k: np.ascontiguousarray(v, dtype=np.float32 if k == "label_values" else np.int32)
+              for k, v in batch.items()}
     b = _initialised(Batch, "bert_batch_init")
     B, S = arrays["input_ids"].shape
     b.batch_size, b.seq_length = B, S
-    b.max_predictions = arrays["masked_lm_positions"].shape[1]
-    for field in ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
-                  "next_sentence_labels"):
-        setattr(b, field, arrays[field].ctypes.data_as(c_int32_p))
+    b.max_predictions = arrays["masked_lm_positions"].shape[1] if "masked_lm_positions" in arrays else 0
+    for field, value in arrays.items():
+        setattr(b, field, value.ctypes.data_as(c_float_p if field == "label_values" else c_int32_p))
     return b, arrays
 
 
@@ -205,6 +212,17 @@ class Session:
             status = self.lib.bert_eval(self.handle, ctypes.byref(b), ctypes.byref(r))
         _check("bert_eval", status)
         return _result_dict(r)
+
+    def infer(self, batch, what="logits"):
+        """bert_infer into a NumPy float32 array of bert_output_size floats (flat)."""
+        b, _keep = make_batch(batch)
+        count = ctypes.c_size_t()
+        _check("bert_output_size", self.lib.bert_output_size(self.handle, OUTPUTS[what], b.batch_size, b.seq_length,
+                                                             ctypes.byref(count)))
+        out = np.empty(count.value, dtype=np.float32)
+        _check("bert_infer", self.lib.bert_infer(self.handle, ctypes.byref(b), OUTPUTS[what],
+                                                 out.ctypes.data_as(c_float_p), out.size))
+        return out
 
     # ---- checkpoints ----------------------------------------------------------------
     def checkpoint(self, path):

@@ -117,21 +117,26 @@ def _dist_args(dist) -> tuple:
             None if uid is None else bytes(uid))
 
 
+_OUTPUTS = {"logits": 0, "pooled": 1, "hidden": 2}
+
+
 def _batch_args(batch: Optional[Batch]):
     return None if batch is None else prepare(batch)
 
 
 class Session:
-    """A BERT pretraining session.
+    """A BERT pretraining, fine-tuning or inference session.
 
     ``Session(config, dist=None)`` creates the engine session from a config (a dict, JSON
     text, or a path to a JSON file; schema in README.md "Config schema"). Use it as a context
     manager or call :meth:`close`. Without a batch, :meth:`step` draws from the session's own
     data (synthetic by default); with one, pass a dict of NumPy integer arrays with the DLE
     field names (``input_ids``, ``segment_ids``, ``input_mask`` [B, S];
-    ``masked_lm_positions``, ``masked_lm_ids`` [B, P]; ``next_sentence_labels`` [B]).
-    int32 C-contiguous arrays are passed without copying; other integer arrays are converted;
-    anything else raises InvalidArgumentError naming the field.
+    ``masked_lm_positions``, ``masked_lm_ids`` [B, P]; ``next_sentence_labels`` [B]) or, for a
+    config with a fine-tuning ``task``, its labels (``labels`` [B] or [B, S], ``label_values``
+    [B], ``start_positions``/``end_positions`` [B]). :meth:`infer` returns logits, pooled
+    outputs or hidden states. int32 C-contiguous arrays are passed without copying; other
+    integer arrays are converted; anything else raises InvalidArgumentError naming the field.
 
     Failures raise :class:`bertengine.BertError` subclasses (``.status``, ``.message``). Calls
     that run the model release the GIL; Ctrl-C during one aborts it (KeyboardInterrupt, the
@@ -211,6 +216,41 @@ class Session:
     def eval(self, batch: Optional[Batch] = None) -> EvalResult:
         """Evaluation without dropout or gradients, on the batch or the configured eval data."""
         return EvalResult(**self._native.eval(_batch_args(batch)))
+
+    # -- inference --------------------------------------------------------------------------
+    def infer(self, batch: Batch, output: str = "logits") -> np.ndarray:
+        """The model's ``output`` on a batch, without dropout or gradients (bert_infer), as a new
+        float32 array: ``"logits"`` [B, num_labels] (sequence classification), [B, S, num_labels]
+        (token classification), [B, 2, S] (question answering: start, end) or [B, 2] (pretraining:
+        next-sentence logits); ``"pooled"`` [B, H]; ``"hidden"`` [B, S, H]. Per-token outputs
+        are 0 at padding positions. Only input_ids, segment_ids and input_mask are needed."""
+        if output not in _OUTPUTS:
+            raise InvalidArgumentError(f"output must be one of {', '.join(_OUTPUTS)}, got {output!r}")
+        if batch is None:
+            raise InvalidArgumentError("infer needs a batch")
+        arrays = _batch_args(batch)
+        b, s = arrays[0].shape
+        what = _OUTPUTS[output]
+        out = np.empty(self._native.output_size(what, b, s), dtype=np.float32)
+        self._native.infer(arrays, what, out)
+        return out.reshape(self._output_shape(output, b, s))
+
+    def _output_shape(self, output: str, b: int, s: int) -> tuple[int, ...]:
+        config = self.config
+        hidden = config["model"]["hidden_size"]
+        if output == "pooled":
+            return (b, hidden)
+        if output == "hidden":
+            return (b, s, hidden)
+        task = config["task"]
+        kind = task["type"]
+        if kind == "pretraining":
+            return (b, 2)
+        if kind == "sequence_classification":
+            return (b, task["num_labels"])
+        if kind == "token_classification":
+            return (b, s, task["num_labels"])
+        return (b, 2, s)
 
     def memory(self) -> MemoryInfo:
         """The backend memory this session holds (bert_session_memory)."""

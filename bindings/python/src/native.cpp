@@ -161,7 +161,7 @@ py::dict eval_dict(const bert_eval_result& r) {
   return d;
 }
 
-// Owns one bert_session*. Batches arrive as the six arrays already validated by the Python
+// Owns one bert_session*. Batches arrive as the ten arrays already validated by the Python
 // layer (bertengine.batch); this class re-checks dtype and layout before taking pointers.
 class NativeSession {
  public:
@@ -233,6 +233,20 @@ class NativeSession {
   }
   void allreduce() {
     call([](bert_session* s) { return bert_allreduce(s); });
+  }
+  size_t output_size(int what, int32_t batch_size, int32_t seq_length) {
+    Busy busy(this);
+    size_t n = 0;
+    check(bert_output_size(live(), static_cast<bert_output>(what), batch_size, seq_length, &n));
+    return n;
+  }
+  // Writes the output into `out` (allocated by the Python layer from output_size).
+  void infer(const py::object& arrays, int what, py::array_t<float, py::array::c_style> out) {
+    float* ptr = out.mutable_data();
+    const size_t n = static_cast<size_t>(out.size());
+    with_batch(arrays, [&](bert_session* s, const bert_batch* b) {
+      return bert_infer(s, b, static_cast<bert_output>(what), ptr, n);
+    });
   }
   py::dict optimizer_step() {
     bert_step_result r;
@@ -363,9 +377,10 @@ class NativeSession {
     if (err.status != BERT_OK) raise(err);
   }
 
-  // arrays: None or a tuple (input_ids, segment_ids, input_mask, masked_lm_positions,
-  // masked_lm_ids, next_sentence_labels) of C-contiguous int32 arrays with shapes
-  // [B,S], [B,S], [B,S], [B,P], [B,P], [B] (checked by the Python layer).
+  // arrays: None or a tuple of the ten bert_batch arrays (input_ids, segment_ids, input_mask,
+  // masked_lm_positions, masked_lm_ids, next_sentence_labels, labels, label_values,
+  // start_positions, end_positions), C-contiguous int32 (label_values float32), the first three
+  // [B,S] and the others None when absent (shapes checked by the Python layer).
   template <class F>
   void with_batch(const py::object& arrays, F&& fn) {
     if (arrays.is_none()) {
@@ -373,26 +388,43 @@ class NativeSession {
       return;
     }
     py::tuple t = arrays.cast<py::tuple>();
-    if (t.size() != 6) invalid("a batch is six arrays");
-    py::array a[6];
-    for (int i = 0; i < 6; ++i) a[i] = t[i].cast<py::array>();
-    static const char* names[6] = {"input_ids", "segment_ids", "input_mask",
-                                   "masked_lm_positions", "masked_lm_ids", "next_sentence_labels"};
+    if (t.size() != 10) invalid("a batch is ten arrays (None where absent)");
+    static const char* names[10] = {"input_ids", "segment_ids", "input_mask", "masked_lm_positions",
+                                    "masked_lm_ids", "next_sentence_labels", "labels", "label_values",
+                                    "start_positions", "end_positions"};
+    py::array a[10];
+    const void* ptrs[10] = {};
+    for (int i = 0; i < 10; ++i) {
+      if (t[i].is_none()) {
+        if (i < 3) invalid(std::string("batch field '") + names[i] + "' is required");
+        continue;
+      }
+      a[i] = t[i].cast<py::array>();
+      if (i == 7) {
+        if (!py::isinstance<py::array_t<float>>(a[i]) || !(a[i].flags() & py::array::c_style))
+          invalid("batch field 'label_values' must be a C-contiguous float32 array");
+        ptrs[i] = a[i].data();
+      } else {
+        ptrs[i] = int32_data(a[i], names[i]);
+      }
+    }
+    if (a[0].ndim() != 2 || (ptrs[3] && a[3].ndim() != 2) || (ptrs[5] && a[5].ndim() != 1))
+      invalid("batch arrays have the wrong number of dimensions");
     bert_batch b;
     bert_batch_init(&b);
-    const int32_t* ptrs[6];
-    for (int i = 0; i < 6; ++i) ptrs[i] = int32_data(a[i], names[i]);
-    if (a[0].ndim() != 2 || a[3].ndim() != 2 || a[5].ndim() != 1)
-      invalid("batch arrays have the wrong number of dimensions");
     b.batch_size = static_cast<int32_t>(a[0].shape(0));
     b.seq_length = static_cast<int32_t>(a[0].shape(1));
-    b.max_predictions = static_cast<int32_t>(a[3].shape(1));
-    b.input_ids = ptrs[0];
-    b.segment_ids = ptrs[1];
-    b.input_mask = ptrs[2];
-    b.masked_lm_positions = ptrs[3];
-    b.masked_lm_ids = ptrs[4];
-    b.next_sentence_labels = ptrs[5];
+    b.max_predictions = ptrs[3] ? static_cast<int32_t>(a[3].shape(1)) : 0;
+    b.input_ids = static_cast<const int32_t*>(ptrs[0]);
+    b.segment_ids = static_cast<const int32_t*>(ptrs[1]);
+    b.input_mask = static_cast<const int32_t*>(ptrs[2]);
+    b.masked_lm_positions = static_cast<const int32_t*>(ptrs[3]);
+    b.masked_lm_ids = static_cast<const int32_t*>(ptrs[4]);
+    b.next_sentence_labels = static_cast<const int32_t*>(ptrs[5]);
+    b.labels = static_cast<const int32_t*>(ptrs[6]);
+    b.label_values = static_cast<const float*>(ptrs[7]);
+    b.start_positions = static_cast<const int32_t*>(ptrs[8]);
+    b.end_positions = static_cast<const int32_t*>(ptrs[9]);
     call([&](bert_session* s) { return fn(s, &b); });
   }
 
@@ -434,6 +466,8 @@ PYBIND11_MODULE(_native, m) {
       .def("forward_backward", &NativeSession::forward_backward)
       .def("eval", &NativeSession::eval)
       .def("allreduce", &NativeSession::allreduce)
+      .def("output_size", &NativeSession::output_size)
+      .def("infer", &NativeSession::infer, py::arg("arrays"), py::arg("what"), py::arg("out").noconvert())
       .def("optimizer_step", &NativeSession::optimizer_step)
       .def("allreduce_host", &NativeSession::allreduce_host, py::arg("data").noconvert(), py::arg("op"))
       .def("checkpoint", &NativeSession::checkpoint)

@@ -110,10 +110,12 @@ def test_bad_batches(tiny):
             s.step({**b, "segment_ids": b["segment_ids"][:, :5]})
         with pytest.raises(bertengine.InvalidArgumentError, match="'input_mask' must hold integers, got dtype float32"):
             s.step({**b, "input_mask": b["input_mask"].astype(np.float32)})
-        with pytest.raises(bertengine.InvalidArgumentError, match="missing field.*next_sentence_labels"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="missing field.*segment_ids"):
+            s.step({k: v for k, v in b.items() if k != "segment_ids"})
+        with pytest.raises(bertengine.InvalidArgumentError, match="'next_sentence_labels' is NULL"):
             s.step({k: v for k, v in b.items() if k != "next_sentence_labels"})
-        with pytest.raises(bertengine.InvalidArgumentError, match="unknown field.*labels"):
-            s.step({**b, "labels": b["input_ids"]})
+        with pytest.raises(bertengine.InvalidArgumentError, match="unknown field.*lables"):
+            s.step({**b, "lables": b["input_ids"]})
         with pytest.raises(bertengine.InvalidArgumentError, match="a batch is a dict"):
             s.step([1, 2, 3])
         # Shapes that agree with each other but not with the config: the engine's message.
@@ -180,7 +182,7 @@ def test_native_layer_raises_binding_errors(tiny):
     """Bad input the extension itself detects is InvalidArgumentError, not a bare ValueError."""
     b = batch_mod.prepare(make_batch())
     with bertengine.Session(tiny) as s:
-        with pytest.raises(bertengine.InvalidArgumentError, match="six arrays"):
+        with pytest.raises(bertengine.InvalidArgumentError, match="ten arrays"):
             s._native.step(b[:5])
         with pytest.raises(bertengine.InvalidArgumentError, match="'input_ids' must be a C-contiguous int32"):
             s._native.step((b[0][:, ::2],) + b[1:])

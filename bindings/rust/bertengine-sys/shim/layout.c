@@ -13,6 +13,8 @@ static const size_t layout[] = {
     offsetof(bert_batch, input_ids), offsetof(bert_batch, segment_ids),
     offsetof(bert_batch, input_mask), offsetof(bert_batch, masked_lm_positions),
     offsetof(bert_batch, masked_lm_ids), offsetof(bert_batch, next_sentence_labels),
+    offsetof(bert_batch, labels), offsetof(bert_batch, label_values),
+    offsetof(bert_batch, start_positions), offsetof(bert_batch, end_positions),
 
     sizeof(bert_step_result), offsetof(bert_step_result, struct_size),
     offsetof(bert_step_result, step), offsetof(bert_step_result, loss),

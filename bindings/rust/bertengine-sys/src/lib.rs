@@ -48,6 +48,11 @@ pub const BERT_REDUCE_SUM: bert_reduce_op = 0;
 pub const BERT_REDUCE_MEAN: bert_reduce_op = 1;
 pub const BERT_REDUCE_MAX: bert_reduce_op = 2;
 
+pub type bert_output = c_int;
+pub const BERT_OUTPUT_LOGITS: bert_output = 0;
+pub const BERT_OUTPUT_POOLED: bert_output = 1;
+pub const BERT_OUTPUT_HIDDEN: bert_output = 2;
+
 /// Opaque session handle.
 #[repr(C)]
 pub struct bert_session {
@@ -79,6 +84,10 @@ pub struct bert_batch {
     pub masked_lm_positions: *const i32,
     pub masked_lm_ids: *const i32,
     pub next_sentence_labels: *const i32,
+    pub labels: *const i32,
+    pub label_values: *const f32,
+    pub start_positions: *const i32,
+    pub end_positions: *const i32,
 }
 
 #[repr(C)]
@@ -276,6 +285,20 @@ bert_functions! {
         name: *mut *const c_char,
         ndim: *mut c_int,
         shape: *mut i64,
+    ) -> bert_status;
+    pub fn bert_output_size(
+        session: *const bert_session,
+        what: bert_output,
+        batch_size: i32,
+        seq_length: i32,
+        count: *mut usize,
+    ) -> bert_status;
+    pub fn bert_infer(
+        session: *mut bert_session,
+        batch: *const bert_batch,
+        what: bert_output,
+        out: *mut f32,
+        out_len: usize,
     ) -> bert_status;
     pub fn bert_param_read(
         session: *mut bert_session,

@@ -57,6 +57,19 @@ fn struct_layout_matches_c() {
             "bert_batch.next_sentence_labels",
             offset_of!(bert_batch, next_sentence_labels),
         ),
+        ("bert_batch.labels", offset_of!(bert_batch, labels)),
+        (
+            "bert_batch.label_values",
+            offset_of!(bert_batch, label_values),
+        ),
+        (
+            "bert_batch.start_positions",
+            offset_of!(bert_batch, start_positions),
+        ),
+        (
+            "bert_batch.end_positions",
+            offset_of!(bert_batch, end_positions),
+        ),
         ("sizeof bert_step_result", size_of::<bert_step_result>()),
         (
             "bert_step_result.struct_size",

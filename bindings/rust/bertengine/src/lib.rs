@@ -1,4 +1,5 @@
-//! Safe Rust host for bertengine, a BERT pretraining engine with a C ABI (capi/bert.h).
+//! Safe Rust host for bertengine, a BERT pretraining, fine-tuning and inference engine with a C
+//! ABI (capi/bert.h).
 //!
 //! ```no_run
 //! let mut s = bertengine::Session::new(r#"{"model": "bert-tiny", "train": {"steps": 100}}"#)?;
@@ -25,8 +26,8 @@ mod session;
 pub use batch::Batch;
 pub use error::{Error, Result, Status};
 pub use session::{
-    nccl_unique_id, set_log_callback, AbortHandle, Dist, DistBackend, EvalResult, LogLevel, Param,
-    RankInfo, ReduceOp, Session, StepResult,
+    nccl_unique_id, set_log_callback, AbortHandle, Dist, DistBackend, EvalResult, LogLevel, Output,
+    Param, RankInfo, ReduceOp, Session, StepResult,
 };
 
 use bertengine_sys as sys;

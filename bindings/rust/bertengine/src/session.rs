@@ -118,6 +118,19 @@ pub enum ReduceOp {
     Max,
 }
 
+/// What [`Session::infer`] returns (bert_output), row-major f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The head's logits: `[B, num_labels]` (sequence classification), `[B, S, num_labels]`
+    /// (token classification), `[B, 2, S]` (question answering: start then end logits),
+    /// `[B, 2]` (pretraining: next-sentence logits).
+    Logits,
+    /// The pooler's output `[B, H]`.
+    Pooled,
+    /// The last hidden states `[B, S, H]`.
+    Hidden,
+}
+
 /// A parameter's Hugging Face name and shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
@@ -337,6 +350,24 @@ impl Session {
             sequences: r.sequences,
             masked_tokens: r.masked_tokens,
         })
+    }
+
+    /// Runs the model on `batch` without dropout or gradients (bert_infer) and returns `what`
+    /// as a `Vec` of `bert_output_size` floats; per-token outputs are 0 at padding positions.
+    pub fn infer(&mut self, batch: &Batch<'_>, what: Output) -> Result<Vec<f32>> {
+        let raw = batch.as_raw()?;
+        let what = match what {
+            Output::Logits => sys::BERT_OUTPUT_LOGITS,
+            Output::Pooled => sys::BERT_OUTPUT_POOLED,
+            Output::Hidden => sys::BERT_OUTPUT_HIDDEN,
+        };
+        let mut count = 0usize;
+        Error::check(unsafe {
+            sys::bert_output_size(self.raw(), what, raw.batch_size, raw.seq_length, &mut count)
+        })?;
+        let mut out = vec![0f32; count];
+        Error::check(unsafe { sys::bert_infer(self.raw(), &raw, what, out.as_mut_ptr(), out.len()) })?;
+        Ok(out)
     }
 
     /// Reduces `data` in place across ranks. Collective.

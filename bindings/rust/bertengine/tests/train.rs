@@ -62,6 +62,7 @@ impl Owned {
             masked_lm_positions: &self.pos,
             masked_lm_ids: &self.lm,
             next_sentence_labels: &self.nsp,
+            ..Default::default()
         }
     }
 }

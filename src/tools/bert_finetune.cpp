@@ -1,0 +1,292 @@
+// bert-finetune CONFIG.json: fine-tunes a pretrained BERT on a GLUE task (sequence
+// classification / regression; DATA_DIR/train.tsv and the task's dev file) or, with task "conll",
+// on CoNLL token files (token classification, BIO tags; DATA_DIR/train.txt and dev.txt, scored
+// by entity-level F1) through the C ABI. The config is the session schema (README.md) plus a
+// "finetune" section:
+//   {"finetune": {"task": "sst-2", "data_dir": "glue/SST-2", "vocab": "vocab.txt", "epochs": 3,
+//                 "output_dir": "out", "lower_case": true, "eval_batch": 64},
+//    "train": {"init_checkpoint": "pretrained.h5 or an HF folder", "micro_batch": 32, "lr": 5e-5, ...},
+//    "data": {"max_seq_length": 128}}
+// "model" defaults to the init checkpoint's; the task head, the step count (epochs x batches),
+// AdamW with linear warmup and decay (DLE's fine-tuning defaults) are filled in. Prints
+// progress, evaluates on the dev file after each epoch (the task's metric), and checkpoints
+// output_dir/epoch_<n>.h5 and output_dir/final.h5.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bert.h"
+#include "core/error.h"
+#include "data/conll.h"
+#include "finetune_common.h"
+#include "tool_common.h"
+
+namespace {
+
+using bert_tools::failed;
+using nlohmann::json;
+
+int usage() {
+  std::fprintf(stderr, "usage: bert-finetune CONFIG.json\n"
+                       "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
+                       "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md)\n");
+  return 2;
+}
+
+template <typename T>
+T get(const json& section, const char* key, const T& fallback) {
+  if (!section.contains(key)) return fallback;
+  try {
+    return section.at(key).get<T>();
+  } catch (const json::exception&) {
+    bert::fail(bert::Code::config, "config key 'finetune.", key, "' has the wrong type");
+  }
+}
+
+// A task's training and dev sets: how to cut a training batch, and how to score the dev set.
+struct TaskData {
+  int train_count = 0, dev_count = 0;
+  json task_section;    // the session config's "task"
+  std::string summary;  // "sst-2: 100 train / 20 dev examples (dev.tsv)"
+  std::function<bert_batch(const std::vector<int32_t>& rows, bert_tools::BatchStorage& storage)> train_batch;
+  // The dev set's metrics as text; returns false after printing the error of a failed call.
+  std::function<bool(bert_session* s, int chunk, std::string& metrics, double& seconds)> evaluate;
+};
+
+TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
+  auto train = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, dir + "/train.tsv", tokenizer, max_seq));
+  auto dev = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, dir + "/" + task.dev_file, tokenizer, max_seq));
+  TaskData d;
+  d.train_count = train->features.count;
+  d.dev_count = dev->features.count;
+  d.task_section = {{"type", "sequence_classification"}, {"num_labels", task.num_labels()}};
+  if (!task.regression()) d.task_section["id2label"] = task.labels;
+  d.summary = task.name + ": " + std::to_string(train->features.count) + " train / " +
+              std::to_string(dev->features.count) + " dev examples (" + task.dev_file + ")";
+  d.train_batch = [train, task](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
+    return bert_tools::make_batch(train->features, rows, task.regression(), true, st);
+  };
+  d.evaluate = [dev, task](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+    std::vector<float> logits;
+    if (!bert_tools::infer_logits(s, dev->features, task.num_labels(), chunk, logits, &seconds)) return false;
+    metrics = task.dev_file + " (" + std::to_string(dev->features.count) + " examples): " +
+              bert_tools::format_metrics(bert_tools::glue_metrics(task, *dev, logits));
+    return true;
+  };
+  return d;
+}
+
+// Rows of a CoNLL feature set as a token-classification batch (labels [B, S]).
+bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>& rows, bool with_labels,
+                       bert_tools::BatchStorage& st) {
+  const size_t S = static_cast<size_t>(f.seq_length);
+  st.ids.clear(), st.seg.clear(), st.mask.clear(), st.labels.clear();
+  for (int32_t r : rows) {
+    const size_t at = static_cast<size_t>(r) * S;
+    st.ids.insert(st.ids.end(), f.input_ids.begin() + at, f.input_ids.begin() + at + S);
+    st.seg.insert(st.seg.end(), f.segment_ids.begin() + at, f.segment_ids.begin() + at + S);
+    st.mask.insert(st.mask.end(), f.input_mask.begin() + at, f.input_mask.begin() + at + S);
+    st.labels.insert(st.labels.end(), f.labels.begin() + at, f.labels.begin() + at + S);
+  }
+  bert_batch b;
+  bert_batch_init(&b);
+  b.batch_size = static_cast<int32_t>(rows.size());
+  b.seq_length = f.seq_length;
+  b.input_ids = st.ids.data();
+  b.segment_ids = st.seg.data();
+  b.input_mask = st.mask.data();
+  if (with_labels) b.labels = st.labels.data();
+  return b;
+}
+
+TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
+  const std::vector<bert::ConllSentence> train_s = bert::read_conll(dir + "/train.txt");
+  auto dev_s = std::make_shared<std::vector<bert::ConllSentence>>(bert::read_conll(dir + "/dev.txt"));
+  std::vector<bert::ConllSentence> all = train_s;
+  all.insert(all.end(), dev_s->begin(), dev_s->end());
+  const std::vector<std::string> labels = bert::conll_labels(all);
+  auto train = std::make_shared<bert::ConllFeatures>(bert::conll_features(train_s, labels, tokenizer, max_seq));
+  auto dev = std::make_shared<bert::ConllFeatures>(bert::conll_features(*dev_s, labels, tokenizer, max_seq));
+  TaskData d;
+  d.train_count = train->count;
+  d.dev_count = dev->count;
+  d.task_section = {{"type", "token_classification"}, {"num_labels", labels.size()}, {"id2label", labels}};
+  d.summary = "conll: " + std::to_string(train->count) + " train / " + std::to_string(dev->count) +
+              " dev sentences (dev.txt), " + std::to_string(labels.size()) + " tags";
+  d.train_batch = [train](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
+    return conll_batch(*train, rows, true, st);
+  };
+  d.evaluate = [dev, dev_s, labels](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+    const size_t L = labels.size(), S = static_cast<size_t>(dev->seq_length);
+    std::vector<std::vector<std::string>> gold, predicted;
+    bert_tools::BatchStorage st;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int begin = 0; begin < dev->count; begin += chunk) {
+      std::vector<int32_t> rows;
+      for (int r = begin; r < std::min(dev->count, begin + chunk); ++r) rows.push_back(r);
+      const bert_batch b = conll_batch(*dev, rows, false, st);
+      std::vector<float> logits(rows.size() * S * L);
+      if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, logits.data(), logits.size()), "bert_infer")) return false;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const std::vector<int32_t>& starts = dev->word_start[rows[i]];
+        const bert::ConllSentence& sentence = (*dev_s)[rows[i]];
+        gold.emplace_back(sentence.tags.begin(), sentence.tags.begin() + starts.size());
+        predicted.emplace_back();
+        for (int32_t pos : starts) {
+          const float* row = logits.data() + (i * S + pos) * L;
+          predicted.back().push_back(labels[std::max_element(row, row + L) - row]);
+        }
+      }
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bert::EntityScores e = bert::entity_scores(gold, predicted);
+    metrics = "dev.txt (" + std::to_string(dev->count) + " sentences, " + std::to_string(e.gold) +
+              " entities): " + bert_tools::format_metrics({{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}});
+    return true;
+  };
+  return d;
+}
+
+int run(const std::string& config_path) {
+  json cfg;
+  try {
+    cfg = json::parse(bert_tools::read_file_or_exit(config_path));
+  } catch (const json::exception& e) {
+    bert::fail(bert::Code::config, "'", config_path, "' is not valid JSON: ", e.what());
+  }
+  BERT_CHECK(cfg.is_object() && cfg.contains("finetune") && cfg["finetune"].is_object(), bert::Code::config,
+             "'", config_path, "' needs a \"finetune\" section (task, data_dir, vocab)");
+  const json ft = cfg["finetune"];
+  cfg.erase("finetune");
+  for (const auto& [key, value] : ft.items()) {
+    static const std::vector<std::string> known = {"task", "data_dir", "vocab", "epochs", "output_dir", "lower_case",
+                                                   "eval_batch"};
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      bert::fail(bert::Code::config, "unknown config key 'finetune.", key, "'");
+    }
+  }
+  const std::string task_name = get<std::string>(ft, "task", "");
+  const bool conll = task_name == "conll";
+  const bert::GlueTask task = conll ? bert::GlueTask{} : bert::glue_task(task_name);
+  const std::string data_dir = get<std::string>(ft, "data_dir", "");
+  const std::string vocab_path = get<std::string>(ft, "vocab", "");
+  const std::string out_dir = get<std::string>(ft, "output_dir", "finetune_out");
+  const int epochs = get<int>(ft, "epochs", 3);
+  BERT_CHECK(!data_dir.empty() && !vocab_path.empty(), bert::Code::config,
+             "config keys 'finetune.data_dir' and 'finetune.vocab' are required");
+  BERT_CHECK(epochs >= 1, bert::Code::config, "config key 'finetune.epochs' = ", epochs, " must be at least 1");
+  std::filesystem::create_directories(out_dir);
+
+  json& train = cfg["train"];
+  if (!train.is_object()) train = json::object();
+  if (train.contains("init_checkpoint")) {
+    const bert_tools::InitWeights init =
+        bert_tools::resolve_init_weights(train["init_checkpoint"].get<std::string>(), out_dir + "/init_imported.h5");
+    train["init_checkpoint"] = init.checkpoint;
+    if (!cfg.contains("model")) cfg["model"] = init.config.at("model");
+  }
+  const int max_seq = cfg.value("data", json::object()).value("max_seq_length", 128);
+  const bert::Vocab vocab = bert::Vocab::load(vocab_path);
+  bert::TokenizerOptions topt;
+  topt.lower_case = get<bool>(ft, "lower_case", !vocab.has_upper_case());
+  const bert::Tokenizer tokenizer(vocab, topt);
+  const TaskData data = conll ? conll_data(data_dir, tokenizer, max_seq) : glue_data(task, data_dir, tokenizer, max_seq);
+
+  const int micro = train.value("micro_batch", 32);
+  const int accumulation = train.value("accumulation_steps", 1);
+  const int per_step = micro * accumulation;
+  const int64_t steps_per_epoch = (data.train_count + per_step - 1) / per_step;
+  cfg["task"] = data.task_section;
+  train["micro_batch"] = micro;
+  train["steps"] = steps_per_epoch * epochs;
+  if (!train.contains("optimizer")) train["optimizer"] = "adamw";
+  if (!train.contains("lr")) train["lr"] = 5e-5;
+  if (!train.contains("decay_degree")) train["decay_degree"] = 1.0;  // linear decay
+  if (!train.contains("warmup_proportion") && !train.contains("warmup_steps")) train["warmup_proportion"] = 0.1;
+  if (!cfg.contains("data")) cfg["data"] = json::object();
+  cfg["data"]["max_seq_length"] = max_seq;
+  if (!cfg["data"].contains("max_predictions_per_seq")) cfg["data"]["max_predictions_per_seq"] = 0;
+
+  bert_session* s = nullptr;
+  if (failed(bert_session_create(cfg.dump().c_str(), nullptr, &s), "bert_session_create")) return 1;
+  std::printf("fine-tuning %s, %lld steps of %d sequences (%d epochs)\n", data.summary.c_str(),
+              static_cast<long long>(steps_per_epoch * epochs), per_step, epochs);
+  std::vector<int32_t> order(data.train_count);
+  bert_tools::BatchStorage storage;
+  const int log_every = train.value("log_every", 10);
+  const int eval_batch = get<int>(ft, "eval_batch", 64);
+  int64_t step = 0;
+  int status = 0;
+  for (int epoch = 1; epoch <= epochs && status == 0; ++epoch) {
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::mt19937_64 rng(train.value("seed", 12345) + epoch);
+    std::shuffle(order.begin(), order.end(), rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t seen = 0, loss_steps = 0;
+    for (size_t begin = 0; begin < order.size(); begin += per_step) {
+      std::vector<int32_t> rows(order.begin() + begin, order.begin() + std::min(order.size(), begin + per_step));
+      const bert_batch b = data.train_batch(rows, storage);
+      bert_step_result r;
+      bert_step_result_init(&r);
+      if (failed(bert_step(s, &b, &r), "bert_step")) {
+        status = 1;
+        break;
+      }
+      ++step;
+      seen += rows.size();
+      loss_sum += r.loss;
+      ++loss_steps;
+      if (step % log_every == 0 || begin + per_step >= order.size()) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3e  %.1f seq/s\n", epoch, epochs,
+                    static_cast<long long>(step), static_cast<long long>(steps_per_epoch * epochs),
+                    loss_sum / loss_steps, r.learning_rate, seen / secs);
+        std::fflush(stdout);
+        loss_sum = 0;
+        loss_steps = 0;
+      }
+    }
+    if (status) break;
+    std::string metrics;
+    double secs = 0;
+    if (!data.evaluate(s, eval_batch, metrics, secs)) {
+      status = 1;
+      break;
+    }
+    std::printf("epoch %d eval %s (%.1f seq/s)\n", epoch, metrics.c_str(), secs > 0 ? data.dev_count / secs : 0.0);
+    const std::string path = out_dir + "/epoch_" + std::to_string(epoch) + ".h5";
+    if (failed(bert_checkpoint(s, path.c_str()), "bert_checkpoint")) status = 1;
+    std::fflush(stdout);
+  }
+  if (status == 0) {
+    const std::string final_path = out_dir + "/final.h5";
+    if (failed(bert_checkpoint(s, final_path.c_str()), "bert_checkpoint")) status = 1;
+    else std::printf("saved %s\n", final_path.c_str());
+  }
+  bert_session_destroy(s);
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) return usage();
+  try {
+    return run(argv[1]);
+  } catch (const bert::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,183 @@
+// Fine-tuning and inference through the C ABI: bert_output_size and bert_infer for every head
+// and output, inference-only sessions (no gradient or optimizer memory, training calls refused,
+// the same outputs as a training session on the same weights), bad sizes and batches refused
+// with a message and the buffer untouched, and a sequence classifier that learns its labels.
+#include <bert.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "session_helpers.h"
+#include "test_batch.h"
+
+namespace {
+
+std::string task_config(const std::string& task, int labels, const std::string& extra = "", int layers = 2) {
+  return R"({"model": {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": )" + std::to_string(layers) +
+         R"(, "num_attention_heads": 4,
+                       "intermediate_size": 64, "max_position_embeddings": 64},
+             "task": {"type": ")" + task + R"(", "num_labels": )" + std::to_string(labels) + R"(},
+             "train": {"micro_batch": 4, "accumulation_steps": 4, "steps": 60, "lr": 0.003, "optimizer": "adamw", "threads": 1,
+                       "warmup_proportion": 0.1)" + extra + R"(},
+             "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}})";
+}
+
+std::vector<float> infer(bert_session* s, const bert_batch& b, bert_output what) {
+  size_t n = 0;
+  EXPECT_EQ(bert_output_size(s, what, b.batch_size, b.seq_length, &n), BERT_OK) << bert_last_error();
+  std::vector<float> out(n, -1.0f);
+  EXPECT_EQ(bert_infer(s, &b, what, out.data(), out.size()), BERT_OK) << bert_last_error();
+  return out;
+}
+
+TEST(Infer, OutputSizesFollowTheHead) {
+  struct Case {
+    const char* task;
+    int labels;
+    size_t logits;
+  };
+  const int B = 3, S = 20, H = 32;
+  for (const Case& c : {Case{"sequence_classification", 3, 3u * 3}, Case{"token_classification", 5, 3u * 20 * 5},
+                        Case{"question_answering", 2, 3u * 2 * 20}}) {
+    bert_session* s = create(task_config(c.task, c.labels));
+    size_t n = 0;
+    ASSERT_EQ(bert_output_size(s, BERT_OUTPUT_LOGITS, B, S, &n), BERT_OK);
+    EXPECT_EQ(n, c.logits) << c.task;
+    ASSERT_EQ(bert_output_size(s, BERT_OUTPUT_HIDDEN, B, S, &n), BERT_OK);
+    EXPECT_EQ(n, static_cast<size_t>(B * S * H));
+    const bool pooler = std::string(c.task) == "sequence_classification";
+    EXPECT_EQ(bert_output_size(s, BERT_OUTPUT_POOLED, B, S, &n), pooler ? BERT_OK : BERT_ERR_INVALID_ARGUMENT);
+    if (!pooler) {
+      EXPECT_NE(std::string(bert_last_error()).find("has no pooler"), std::string::npos);
+    }
+    EXPECT_EQ(bert_output_size(s, static_cast<bert_output>(7), B, S, &n), BERT_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(bert_last_error()).find("bert_output = 7"), std::string::npos);
+    bert_session_destroy(s);
+  }
+}
+
+TEST(Infer, InferenceSessionHoldsNoTrainingStateAndMatchesTraining) {
+  const std::string path = ::testing::TempDir() + "/infer_cls.h5";
+  TestBatch tb(6, 32, 0, 100, 7);  // 6 sequences: two micro-batches of 4 and 2
+  const bert_batch b = tb.view();
+  // Six layers: an inference session keeps the activations of two.
+  bert_session* train = create(task_config("sequence_classification", 3, "", 6));
+  ASSERT_EQ(bert_checkpoint(train, path.c_str()), BERT_OK) << bert_last_error();
+  const std::vector<float> logits = infer(train, b, BERT_OUTPUT_LOGITS);
+  const std::vector<float> hidden = infer(train, b, BERT_OUTPUT_HIDDEN);
+
+  bert_session* inf = create(task_config("sequence_classification", 3, R"(, "init_checkpoint": ")" + path + "\"", 6)
+                                 .insert(1, R"("mode": "inference", )"));
+  ASSERT_NE(inf, nullptr);
+  EXPECT_EQ(infer(inf, b, BERT_OUTPUT_LOGITS), logits);
+  EXPECT_EQ(infer(inf, b, BERT_OUTPUT_HIDDEN), hidden);
+  for (int i = 0; i < 6; ++i) {  // padding positions are 0, real ones are not
+    for (int t = 0; t < 32; ++t) {
+      const float v = hidden[(i * 32 + t) * 32];
+      EXPECT_EQ(v == 0.0f, tb.mask[i * 32 + t] == 0) << i << " " << t;
+    }
+  }
+
+  bert_memory_info m_train, m_inf;
+  bert_memory_info_init(&m_train);
+  bert_memory_info_init(&m_inf);
+  ASSERT_EQ(bert_session_memory(train, &m_train), BERT_OK);
+  ASSERT_EQ(bert_session_memory(inf, &m_inf), BERT_OK);
+  EXPECT_EQ(m_inf.gradient_bytes, 0u);
+  EXPECT_EQ(m_inf.optimizer_bytes, 0u);
+  EXPECT_GT(m_train.gradient_bytes, 0u);
+  EXPECT_LT(m_inf.activation_bytes * 2, m_train.activation_bytes);
+  EXPECT_LT(m_inf.peak_device_bytes * 2, m_train.peak_device_bytes);
+
+  bert_step_result r;
+  bert_step_result_init(&r);
+  EXPECT_EQ(bert_step(inf, &b, &r), BERT_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(bert_last_error()).find("\"mode\": \"inference\""), std::string::npos);
+  EXPECT_EQ(bert_forward_backward(inf, &b, &r), BERT_ERR_UNSUPPORTED);
+  EXPECT_EQ(bert_checkpoint(inf, path.c_str()), BERT_ERR_UNSUPPORTED);
+  float g[3 * 32];
+  EXPECT_EQ(bert_grad_read(inf, "classifier.weight", g, 3 * 32), BERT_ERR_UNSUPPORTED);
+  bert_session_destroy(inf);
+  bert_session_destroy(train);
+  std::remove(path.c_str());
+}
+
+TEST(Infer, BadSizesAndBatchesAreRefusedWithTheBufferUntouched) {
+  bert_session* s = create(task_config("token_classification", 4));
+  TestBatch tb(5, 16, 0, 100, 3);
+  bert_batch b = tb.view();
+  std::vector<float> out(5 * 16 * 4 - 1, 7.0f);
+  EXPECT_EQ(bert_infer(s, &b, BERT_OUTPUT_LOGITS, out.data(), out.size()), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("output buffer holds 319 floats but 5 sequences of length 16 need 320"),
+            std::string::npos)
+      << bert_last_error();
+  out.resize(320, 7.0f);
+  EXPECT_EQ(bert_infer(s, &b, BERT_OUTPUT_LOGITS, nullptr, out.size()), BERT_ERR_INVALID_ARGUMENT);
+  tb.ids[4 * 16 + 2] = 100;  // sample 4 (second micro-batch): a token id outside the vocabulary
+  EXPECT_EQ(bert_infer(s, &b, BERT_OUTPUT_LOGITS, out.data(), out.size()), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("'input_ids' sample 0 index 2: value 100"), std::string::npos)
+      << bert_last_error();
+  for (float v : out) ASSERT_EQ(v, 7.0f);
+  tb.ids[4 * 16 + 2] = 5;
+  b.seq_length = 40;
+  EXPECT_EQ(bert_infer(s, &b, BERT_OUTPUT_LOGITS, out.data(), out.size()), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bert_infer(s, nullptr, BERT_OUTPUT_LOGITS, out.data(), out.size()), BERT_ERR_INVALID_ARGUMENT);
+  b.seq_length = 16;
+  bert_step_result r;
+  bert_step_result_init(&r);
+  EXPECT_EQ(bert_step(s, &b, &r), BERT_ERR_INVALID_ARGUMENT);  // training needs labels
+  EXPECT_NE(std::string(bert_last_error()).find("batch field 'labels' is NULL"), std::string::npos);
+  EXPECT_EQ(bert_step(s, nullptr, &r), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("trains on batches from the host"), std::string::npos);
+  std::vector<int32_t> labels(5 * 16, -100);
+  labels[3] = 4;
+  b.labels = labels.data();
+  EXPECT_EQ(bert_step(s, &b, &r), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("'labels' sample 0 index 3: value 4 is outside [0, 4)"),
+            std::string::npos)
+      << bert_last_error();
+  bert_session_destroy(s);
+
+  bert_session* bad = nullptr;
+  EXPECT_EQ(bert_session_create(R"({"task": {"type": "ranking"}})", nullptr, &bad), BERT_ERR_CONFIG);
+  EXPECT_NE(std::string(bert_last_error()).find("task.type"), std::string::npos) << bert_last_error();
+  EXPECT_EQ(bert_session_create(R"({"task": {"type": "sequence_classification", "num_labels": 0}})", nullptr, &bad),
+            BERT_ERR_CONFIG);
+  EXPECT_NE(std::string(bert_last_error()).find("task.num_labels"), std::string::npos) << bert_last_error();
+  EXPECT_EQ(bert_session_create(R"({"mode": "serve"})", nullptr, &bad), BERT_ERR_CONFIG);
+  EXPECT_NE(std::string(bert_last_error()).find("'mode'"), std::string::npos) << bert_last_error();
+}
+
+// Label = whether token 7 occurs in the sequence: a classifier must learn it from the batch.
+TEST(Infer, SequenceClassifierLearnsItsLabels) {
+  bert_session* s = create(task_config("sequence_classification", 2));
+  const int B = 16, S = 16;
+  TestBatch tb(B, S, 0, 100, 11);
+  std::vector<int32_t> labels(B);
+  for (int i = 0; i < B; ++i) {
+    labels[i] = i % 2;
+    for (int t = 1; t < S; ++t) {
+      if (tb.mask[i * S + t] && tb.ids[i * S + t] == 7) tb.ids[i * S + t] = 8;
+    }
+    if (labels[i]) tb.ids[i * S + 3] = 7;
+  }
+  bert_batch b = tb.view();
+  b.labels = labels.data();
+  bert_step_result r;
+  bert_step_result_init(&r);
+  float first = 0;
+  for (int step = 0; step < 60; ++step) {
+    ASSERT_EQ(bert_step(s, &b, &r), BERT_OK) << bert_last_error();
+    if (step == 0) first = r.loss;
+  }
+  EXPECT_NEAR(first, std::log(2.0f), 0.1);
+  EXPECT_LT(r.loss, 0.05f);
+  const std::vector<float> logits = infer(s, b, BERT_OUTPUT_LOGITS);
+  for (int i = 0; i < B; ++i) EXPECT_EQ(logits[2 * i + 1] > logits[2 * i], labels[i] == 1) << i;
+  bert_session_destroy(s);
+}
+
+}  // namespace

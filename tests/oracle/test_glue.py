@@ -1,0 +1,176 @@
+"""GLUE: the core's TSV reader on files in each task's format (headers as the GLUE download has
+them; CoLA's headerless train/dev; QQP's malformed lines skipped) against Python's own reading;
+the task metrics against scipy/numpy on random predictions; and bert-finetune + bert-predict end
+to end on a small learnable SST-2-format task (the metric printed per epoch, checkpoints, a
+predictions TSV whose accuracy equals the one recomputed here)."""
+import json
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+import scipy.stats
+
+BUILD = os.environ.get("BERT_BUILD_DIR", "")
+GLUE_TOOL = os.path.join(BUILD, "tests", "oracle", "glue_tool")
+FINETUNE = os.path.join(BUILD, "src", "tools", "bert-finetune")
+PREDICT = os.path.join(BUILD, "src", "tools", "bert-predict")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(GLUE_TOOL), reason="glue_tool is not built (BERT_BUILD_DIR)")
+
+# (task, header or None, rows, text_a column, text_b column or None, label column, label names or None)
+FORMATS = [
+    ("cola", None, [["gj04", "1", "", "Our friends won't buy this analysis."], ["gj04", "0", "*", "They drank the pub."]],
+     3, None, 1, ["0", "1"]),
+    ("sst-2", ["sentence", "label"], [["a gripping film ", "1"], ["dull", "0"]], 0, None, 1, ["0", "1"]),
+    ("mrpc", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+     [["1", "702876", "702977", "Amrozi accused his brother .", "Referring to him as only ."]], 3, 4, 0, ["0", "1"]),
+    ("sts-b", ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score"],
+     [["0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A plane is taking off.",
+       "An air plane is taking off.", "5.000"]], 7, 8, 9, None),
+    ("qqp", ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+     [["201359", "303345", "303346", "Why are African-Americans so beautiful?", "Why are hispanics so beautiful?", "0"],
+      ["7", "8", "only three columns"]], 3, 4, 5, ["0", "1"]),
+    ("mnli", ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+              "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"],
+     [["0", "31193", "31193n", "government", "(", "(", "(", "(", "Conceptually cream skimming has two dimensions.",
+       "Product and geography are what make cream skimming work.", "neutral", "neutral"]], 8, 9, 11,
+     ["contradiction", "entailment", "neutral"]),
+    ("qnli", ["index", "question", "sentence", "label"],
+     [["0", "When did the third Digimon series begin?", "Unlike the two seasons before it.", "not_entailment"]],
+     1, 2, 3, ["entailment", "not_entailment"]),
+    ("rte", ["index", "sentence1", "sentence2", "label"],
+     [["0", "No Weapons of Mass Destruction Found in Iraq Yet.", "Weapons of Mass Destruction Found in Iraq.",
+       "not_entailment"]], 1, 2, 3, ["entailment", "not_entailment"]),
+    ("wnli", ["index", "sentence1", "sentence2", "label"],
+     [["0", "I stuck a pin through a carrot.", "The carrot had a hole.", "1"]], 1, 2, 3, ["0", "1"]),
+]
+
+
+def run(*args, stdin=None):
+    result = subprocess.run(list(args), capture_output=True, text=True, input=stdin)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result.stdout
+
+
+@pytest.mark.parametrize("task,header,rows,a,b,label,names", FORMATS, ids=[f[0] for f in FORMATS])
+def test_reader_reads_each_task_format(tmp_path, task, header, rows, a, b, label, names):
+    path = tmp_path / "dev.tsv"
+    lines = (["\t".join(header)] if header else []) + ["\t".join(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    out = [json.loads(line) for line in run(GLUE_TOOL, "read", task, str(path)).splitlines()]
+    examples, skipped = out[:-1], out[-1]["skipped"]
+    good = [r for r in rows if len(r) > max(a, b or 0, label)]
+    assert skipped == len(rows) - len(good)
+    assert len(examples) == len(good)
+    for e, r in zip(examples, good):
+        assert e["text_a"] == r[a]
+        assert e["text_b"] == (r[b] if b is not None else "")
+        if names is None:
+            assert e["value"] == pytest.approx(float(r[label]))
+        else:
+            assert e["label"] == names.index(r[label])
+
+
+def test_reader_names_the_bad_label_and_missing_column(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_text("sentence\tlabel\ngood\t1\nbad\tpositive\n")
+    result = subprocess.run([GLUE_TOOL, "read", "sst-2", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1 and f"'{path}' line 3: label 'positive'" in result.stderr
+    path.write_text("text\tlabel\nx\t1\n")
+    result = subprocess.run([GLUE_TOOL, "read", "sst-2", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1 and "has no column 'sentence'" in result.stderr
+    result = subprocess.run([GLUE_TOOL, "read", "squad", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1 and "unknown GLUE task 'squad'" in result.stderr
+
+
+def metric(name, pred, gold):
+    text = "".join(f"{p} {g}\n" for p, g in zip(pred, gold))
+    return {k: float(v) for k, v in (line.split() for line in run(GLUE_TOOL, "metric", name, stdin=text).splitlines())}
+
+
+def sk_matthews(pred, gold):
+    """sklearn's multiclass matthews_corrcoef, from the confusion matrix (numpy)."""
+    k = max(max(pred), max(gold)) + 1
+    c = np.zeros((k, k))
+    np.add.at(c, (gold, pred), 1)
+    t, p, s, correct = c.sum(1), c.sum(0), c.sum(), np.trace(c)
+    denom = np.sqrt((s * s - p @ p) * (s * s - t @ t))
+    return 0.0 if denom == 0 else (correct * s - t @ p) / denom
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_metrics_equal_scipy_and_numpy(seed):
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(0, 2, 300)
+    pred = np.where(rng.random(300) < 0.7, gold, 1 - gold)
+    m = metric("accuracy_f1", pred, gold)
+    tp, fp, fn = np.sum((pred == 1) & (gold == 1)), np.sum((pred == 1) & (gold == 0)), np.sum((pred == 0) & (gold == 1))
+    assert m["accuracy"] == pytest.approx(np.mean(pred == gold), abs=1e-12)
+    assert m["f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn), abs=1e-12)
+    assert metric("matthews", pred, gold)["matthews_corr"] == pytest.approx(sk_matthews(pred, gold), abs=1e-12)
+    gold3, pred3 = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
+    assert metric("matthews", pred3, gold3)["matthews_corr"] == pytest.approx(sk_matthews(pred3, gold3), abs=1e-12)
+    x = np.round(rng.normal(size=150), 1)  # rounding makes ties for the ranks
+    y = np.round(x + rng.normal(size=150), 1)
+    m = metric("pearson_spearman", x, y)
+    assert m["pearson"] == pytest.approx(scipy.stats.pearsonr(x, y)[0], abs=1e-9)
+    assert m["spearman"] == pytest.approx(scipy.stats.spearmanr(x, y)[0], abs=1e-9)
+
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
+         "lima", "mike", "november", "oscar", "papa"]
+
+
+def sst2_file(path, n, rng):
+    """Sentences of random words; label 1 when 'good' occurs, 0 when 'bad' does."""
+    lines = ["sentence\tlabel"]
+    labels = []
+    for _ in range(n):
+        words = list(rng.choice(WORDS, int(rng.integers(4, 12))))
+        label = int(rng.integers(0, 2))
+        words.insert(int(rng.integers(0, len(words))), "good" if label else "bad")
+        lines.append(" ".join(words) + f"\t{label}")
+        labels.append(label)
+    path.write_text("\n".join(lines) + "\n")
+    return labels
+
+
+@pytest.mark.skipif(not os.path.exists(FINETUNE), reason="bert-finetune is not built")
+def test_finetune_and_predict_a_learnable_task(tmp_path):
+    rng = np.random.default_rng(4)
+    data = tmp_path / "SST-2"
+    data.mkdir()
+    sst2_file(data / "train.tsv", 256, rng)
+    dev_labels = sst2_file(data / "dev.tsv", 64, rng)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"] + WORDS) + "\n")
+    cfg = {"model": {"vocab_size": 23, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "intermediate_size": 64, "max_position_embeddings": 64},
+           "train": {"micro_batch": 8, "accumulation_steps": 2, "lr": 3e-3, "threads": 2, "log_every": 16},
+           "data": {"max_seq_length": 24},
+           "finetune": {"task": "SST-2", "data_dir": str(data), "vocab": str(vocab), "epochs": 6,
+                        "output_dir": str(tmp_path / "out")}}
+    (tmp_path / "ft.json").write_text(json.dumps(cfg))
+    out = run(FINETUNE, str(tmp_path / "ft.json"))
+    assert "fine-tuning sst-2: 256 train / 64 dev examples (dev.tsv), 96 steps of 16 sequences (6 epochs)" in out
+    accs = [float(a) for a in re.findall(r"epoch \d eval dev.tsv \(64 examples\): accuracy ([\d.]+) \([\d.]+ seq/s\)", out)]
+    assert len(accs) == 6 and accs[0] < 0.8 and accs[-1] >= 0.95, out
+    losses = [float(v) for v in re.findall(r"loss ([\d.]+)", out)]
+    assert losses[-1] < losses[0] / 3, out
+    for name in ("epoch_1.h5", "epoch_6.h5", "final.h5"):
+        assert (tmp_path / "out" / name).exists()
+
+    pred = run(PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "sst-2", "--vocab", str(vocab),
+               "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "pred.tsv"), "--max-seq-length", "24")
+    rows = [line.split("\t") for line in (tmp_path / "pred.tsv").read_text().splitlines()[1:]]
+    assert [r[0] for r in rows] == [str(i) for i in range(64)]
+    accuracy = np.mean([int(r[1]) == label for r, label in zip(rows, dev_labels)])
+    assert f"sst-2: accuracy {accuracy:.4f}" in pred
+    assert accuracy == pytest.approx(accs[-1], abs=1e-4)
+
+    bad = subprocess.run([PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "mnli", "--vocab",
+                          str(vocab), "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "p2.tsv")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "not the 3-label sequence classifier task mnli needs" in bad.stderr
