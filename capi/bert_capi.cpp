@@ -109,7 +109,7 @@ int raw_value(const Enum& e) {
   return v;
 }
 
-bert::ModelOutput output_of(bert_output what) {
+bert::ModelOutput output_of(const bert_output& what) {  // by reference: never loaded as the enum
   const int raw = raw_value(what);
   if (raw < BERT_OUTPUT_LOGITS || raw > BERT_OUTPUT_HIDDEN) {
     bert::fail(bert::Code::invalid_argument, "bert_output = ", raw, " is not one of BERT_OUTPUT_LOGITS, "
