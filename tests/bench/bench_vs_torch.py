@@ -125,13 +125,15 @@ def peer_main(argv):
                       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def torch_sgemm_gflops(threads, n=2048, reps=5):
+def sgemm_main(argv):
+    """python3 bench_vs_torch.py sgemm THREADS: PyTorch's SGEMM rate (its BLAS), as JSON."""
     import torch
-    torch.set_num_threads(threads)
+    torch.set_num_threads(int(argv[0]))
+    n, reps = 2048, 5
     a, b = torch.rand(n, n), torch.rand(n, n)
     torch.mm(a, b)
     best = min(_timed(lambda: torch.mm(a, b)) for _ in range(reps))
-    return 2.0 * n ** 3 / best * 1e-9
+    print(json.dumps({"sgemm_gflops": 2.0 * n ** 3 / best * 1e-9}))
 
 
 def _timed(f):
@@ -142,8 +144,13 @@ def _timed(f):
 
 # ---- the driver -------------------------------------------------------------------------
 
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+def run_json(cmd, threads=None):
+    # The peer's BLAS (Debian's OpenBLAS, pthreads) sizes its own pool from the environment, not
+    # from torch.set_num_threads: both are held to the case's thread count.
+    env = dict(os.environ)
+    if threads is not None:
+        env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -178,6 +185,8 @@ def cpu_model():
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "peer":
         return peer_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "sgemm":
+        return sgemm_main(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True, help="the default build's directory")
     ap.add_argument("--native-build", default="", help="a -Dnative=true build, timed next to the default one")
@@ -199,7 +208,7 @@ def main():
     rows = []
     for threads in [int(t) for t in args.threads.split(",")]:
         ours_rate = run_json([sgemm, "--threads", str(threads)])["sgemm_gflops"]
-        peer_rate = torch_sgemm_gflops(threads)
+        peer_rate = run_json([sys.executable, os.path.abspath(__file__), "sgemm", str(threads)], threads)["sgemm_gflops"]
         print(f"\n{threads} thread(s): SGEMM 2048³ engine (oneDNN) {ours_rate:.1f} GFLOP/s, "
               f"PyTorch (its BLAS) {peer_rate:.1f} GFLOP/s")
         for name in args.cases.split(","):
@@ -216,7 +225,7 @@ def main():
             for _ in range(args.rounds):  # engine and peer alternate
                 for label, path, unpad in variants:
                     results[label].append(run_json(engine_cmd(path, case, threads, args.steps, shards, unpad)))
-                peer_runs.append(run_json(peer_cmd(case, threads, args.steps, shards)))
+                peer_runs.append(run_json(peer_cmd(case, threads, args.steps, shards), threads))
             peer_sps = median_of(peer_runs, "sequences_per_second")
             flops = training_flops_per_sequence(case["model"], case["seq"], predictions_for(case["seq"]))
             print(f"  {name}: {case['model']} micro-batch {case['batch']} seq {case['seq']}"
