@@ -282,10 +282,7 @@ int main(int argc, char** argv) {
   if (argc != 2) return usage();
   try {
     return run(argv[1]);
-  } catch (const bert::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // bert::Error included
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -107,10 +107,7 @@ int main(int argc, char** argv) {
   }
   try {
     return run(args);
-  } catch (const bert::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // bert::Error included
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
