@@ -25,6 +25,12 @@
  *    any time. Different sessions are independent.
  *  - Collective calls (marked COLLECTIVE) must be called by every rank of a distributed run in
  *    the same order; with one rank they complete locally.
+ *  - Returned pointers: each call that returns a pointer says how long it stays valid. Static
+ *    strings live as long as the library is loaded; strings owned by a session live until
+ *    bert_session_destroy.
+ *  - The library changes nothing process-wide behind the host's back: no environment
+ *    variables, signal handlers or exit hooks. What it takes on the host's behalf (MPI, when the
+ *    host has not initialised it) bert_finalize gives back.
  */
 #ifndef BERT_H
 #define BERT_H
@@ -32,8 +38,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
+/* The library's own sources define BERT_BUILDING_LIBRARY (exports); hosts get imports, or
+ * nothing when they link a static libbert and define BERT_STATIC. */
+#if defined(_WIN32) && defined(BERT_BUILDING_LIBRARY)
 #define BERT_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(BERT_STATIC)
+#define BERT_API __declspec(dllimport)
 #elif defined(__GNUC__)
 #define BERT_API __attribute__((visibility("default")))
 #else
@@ -46,6 +56,10 @@ extern "C" {
 
 /* Version of this header's ABI; bert_api_version() returns the library's. */
 #define BERT_API_VERSION 1
+
+/* Sizes fixed by the ABI. */
+#define BERT_NCCL_UNIQUE_ID_BYTES 128 /* bert_dist.nccl_unique_id, bert_dist_unique_id */
+#define BERT_MAX_PARAM_DIMS 4         /* the shape array of bert_param_info */
 
 typedef enum bert_status {
   BERT_OK = 0,
@@ -64,13 +78,22 @@ typedef enum bert_status {
 
 typedef struct bert_session bert_session; /* opaque */
 
-/* Library version string ("0.1.0") and ABI version (compare with BERT_API_VERSION). */
+/* Library version string ("0.1.0", static) and ABI version (compare with BERT_API_VERSION). */
 BERT_API const char* bert_version(void);
 BERT_API int bert_api_version(void);
 /* Static name of a status ("BERT_ERR_CONFIG"); never NULL. */
 BERT_API const char* bert_status_string(bert_status status);
-/* Message of the last failed call on this thread ("" if none). */
+/* Message of the last failed call on this thread ("" if none); valid until the next call into
+ * the library on the same thread. */
 BERT_API const char* bert_last_error(void);
+/* Gives back what the library took process-wide on the host's behalf: today MPI, finalised if
+ * (and only if) a session of this process initialised it because the host had not. Call it
+ * once, after the last session is destroyed and before the process exits (under mpirun a
+ * process that initialised MPI must finalise it); a host that initialised MPI itself
+ * finalises it itself and need not call this. Afterwards no MPI session can be created in
+ * this process (MPI cannot be initialised twice). BERT_ERR_INVALID_ARGUMENT while sessions
+ * that use MPI still exist. Does nothing when there is nothing to give back. */
+BERT_API bert_status bert_finalize(void);
 
 /* ---- logging ------------------------------------------------------------------------- */
 typedef enum bert_log_level {
@@ -81,7 +104,10 @@ typedef enum bert_log_level {
 } bert_log_level;
 typedef void (*bert_log_fn)(bert_log_level level, const char* message, void* user_data);
 /* Process-wide log sink. NULL restores the default (warnings and errors to stderr).
- * The callback may be called from any thread that runs engine code. */
+ * The callback may be called from any thread that runs engine code, from several at once, and
+ * never while the library holds a lock: it may call back into the library (log, create or use
+ * sessions). A call that began before bert_set_log_callback replaced the callback may still be
+ * delivered to the old one; message is valid only during the call. */
 BERT_API void bert_set_log_callback(bert_log_fn fn, void* user_data);
 
 /* ---- distributed setup ---------------------------------------------------------------- */
@@ -99,18 +125,19 @@ typedef struct bert_dist {
   int world_size; /* -1: from the environment */
   int local_rank; /* -1: from the environment; picks the GPU */
   int has_nccl_unique_id;
-  unsigned char nccl_unique_id[128]; /* from bert_dist_unique_id on rank 0, carried by the host */
+  unsigned char nccl_unique_id[BERT_NCCL_UNIQUE_ID_BYTES]; /* from bert_dist_unique_id on rank 0, carried by the host */
 } bert_dist;
 
 /* Fills defaults: backend AUTO, ranks -1, no unique id. */
 BERT_API void bert_dist_init(bert_dist* dist);
-/* Makes NCCL's 128-byte unique id. Call it on rank 0 only, in the process that will be rank 0
- * (it starts NCCL's bootstrap listener there), and carry the bytes to every rank by any means
+/* Makes NCCL's unique id. Call it on rank 0 only, in the process that will be rank 0 (it
+ * starts NCCL's bootstrap listener there), and carry the bytes to every rank by any means
  * (MPI_Bcast, a file, a TCP store, a Python orchestrator) into bert_dist.nccl_unique_id with
- * has_nccl_unique_id = 1. Without it, NCCL ranks bootstrap from NCCL_COMM_ID (set from
- * MASTER_ADDR and MASTER_PORT + 1 when absent) or, under mpirun, over MPI.
+ * has_nccl_unique_id = 1. Without it, NCCL ranks bootstrap from NCCL_COMM_ID when the host set
+ * it; else rank 0 hands its id to the others over TCP at MASTER_ADDR:MASTER_PORT + 1 when
+ * those are set (torchrun); else, under mpirun, over MPI.
  * BERT_ERR_UNSUPPORTED in a build without CUDA/NCCL. */
-BERT_API bert_status bert_dist_unique_id(unsigned char out[128]);
+BERT_API bert_status bert_dist_unique_id(unsigned char out[BERT_NCCL_UNIQUE_ID_BYTES]);
 
 /* ---- batches and results -------------------------------------------------------------- */
 /* One batch of samples with the fields of the NVIDIA DLE HDF5 shards, plus the labels of the
@@ -191,7 +218,9 @@ BERT_API bert_status bert_session_create(const char* config_json, const bert_dis
                                          bert_session** out);
 /* Frees the session and everything it owns. NULL is ignored. */
 BERT_API void bert_session_destroy(bert_session* session);
-/* The resolved config (defaults filled in) as JSON text, owned by the session. */
+/* The resolved config (defaults filled in) as JSON text, owned by the session and valid until
+ * bert_session_destroy (a later bert_checkpoint_load that changes the config does not free
+ * the text returned before it; call again for the new one). "" for a NULL session. */
 BERT_API const char* bert_session_config(const bert_session* session);
 /* Makes a call running on another thread (or the next call) return BERT_ERR_ABORTED at its
  * next checkpoint between layers. Safe from any thread and from signal handlers. The
@@ -297,9 +326,10 @@ BERT_API bert_status bert_checkpoint_resume(bert_session* session, const char* d
 
 /* ---- parameters (Hugging Face BertForPreTraining names and shapes) --------------------- */
 BERT_API bert_status bert_param_count(const bert_session* session, size_t* count);
-/* Name and shape of parameter `index` (< count). *name is owned by the session. */
+/* Name and shape of parameter `index` (< count); shape[i] is 1 for i >= *ndim. *name is owned
+ * by the session and valid until bert_session_destroy. */
 BERT_API bert_status bert_param_info(const bert_session* session, size_t index, const char** name,
-                                     int* ndim, int64_t shape[4]);
+                                     int* ndim, int64_t shape[BERT_MAX_PARAM_DIMS]);
 /* Copies a parameter (count = product of its shape) out of / into the session. */
 BERT_API bert_status bert_param_read(bert_session* session, const char* name, float* dst,
                                      size_t count);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <string>
 
@@ -14,12 +15,31 @@
 #include "dist/launch.h"
 #include "session/session.h"
 
-static_assert(BERT_ERR_INTERNAL == static_cast<int>(bert::Code::internal), "bert_status and bert::Code differ");
-static_assert(BERT_ERR_ABORTED == static_cast<int>(bert::Code::aborted), "bert_status and bert::Code differ");
+// Every bert_status equals its bert::Code twin, so a status is the code cast.
+#define BERT_SAME_CODE(status, code) \
+  static_assert(status == static_cast<int>(bert::Code::code), #status " and bert::Code::" #code " differ")
+BERT_SAME_CODE(BERT_OK, ok);
+BERT_SAME_CODE(BERT_ERR_INVALID_ARGUMENT, invalid_argument);
+BERT_SAME_CODE(BERT_ERR_CONFIG, config);
+BERT_SAME_CODE(BERT_ERR_IO, io);
+BERT_SAME_CODE(BERT_ERR_DATA, data);
+BERT_SAME_CODE(BERT_ERR_CHECKPOINT, checkpoint);
+BERT_SAME_CODE(BERT_ERR_OUT_OF_MEMORY, out_of_memory);
+BERT_SAME_CODE(BERT_ERR_BACKEND, backend);
+BERT_SAME_CODE(BERT_ERR_DISTRIBUTED, distributed);
+BERT_SAME_CODE(BERT_ERR_ABORTED, aborted);
+BERT_SAME_CODE(BERT_ERR_UNSUPPORTED, unsupported);
+BERT_SAME_CODE(BERT_ERR_INTERNAL, internal);
+#undef BERT_SAME_CODE
+static_assert(BERT_NCCL_UNIQUE_ID_BYTES == bert::kNcclUniqueIdBytes, "bert.h and dist/launch.h differ on the NCCL id size");
+static_assert(BERT_MAX_PARAM_DIMS == bert::kMaxParamDims, "bert.h and model/param_table.h differ on the parameter rank");
 
 struct bert_session {
   std::unique_ptr<bert::Session> impl;
   std::vector<std::string> param_names;  // stable storage for bert_param_info
+  // Every config text bert_session_config returned, kept until destruction (a checkpoint load
+  // may change the config; earlier pointers stay valid). A deque never moves its elements.
+  mutable std::deque<std::string> config_texts;
 };
 
 namespace {
@@ -122,7 +142,7 @@ bert::ModelOutput output_of(const bert_output& what) {  // by reference: never l
 bert::LaunchPlan launch_plan(const bert_dist* dist, const bert::SessionConfig& config) {
   bert::DistRequest request;
   request.timeout_s = config.dist.timeout_s;
-  request.gpu = config.device != "cpu";
+  request.gpu = config.on_cuda();
   if (dist) {
     const int backend = raw_value(dist->backend);
     if (backend < BERT_DIST_AUTO || backend > BERT_DIST_NCCL) {
@@ -134,7 +154,7 @@ bert::LaunchPlan launch_plan(const bert_dist* dist, const bert::SessionConfig& c
     request.local_rank = dist->local_rank;
     if (dist->has_nccl_unique_id) {
       request.nccl_unique_id.emplace();
-      std::memcpy(request.nccl_unique_id->data(), dist->nccl_unique_id, 128);
+      std::memcpy(request.nccl_unique_id->data(), dist->nccl_unique_id, BERT_NCCL_UNIQUE_ID_BYTES);
     }
   }
   return bert::resolve_launch(request, bert::process_env());
@@ -152,6 +172,9 @@ extern "C" {
 const char* bert_version(void) { return BERT_VERSION_STRING; }
 int bert_api_version(void) { return BERT_API_VERSION; }
 const char* bert_last_error(void) { return last_error.c_str(); }
+bert_status bert_finalize(void) {
+  return guard([] { bert::finalize_distributed(); });
+}
 
 const char* bert_status_string(bert_status status) {
   switch (raw_value(status)) {
@@ -172,22 +195,10 @@ const char* bert_status_string(bert_status status) {
 }
 
 void bert_set_log_callback(bert_log_fn fn, void* user_data) {
-  // The holder is swapped only while no sink is installed, so a concurrent log call sees
-  // either the old complete callback, stderr, or the new complete callback.
-  static struct {
-    bert_log_fn fn;
-    void* user_data;
-  } holder;
-  bert::set_log_sink(nullptr, nullptr);
-  if (!fn) return;
-  holder.fn = fn;
-  holder.user_data = user_data;
-  bert::set_log_sink(
-      [](int level, const char* message, void* h) {
-        auto* c = static_cast<decltype(holder)*>(h);
-        c->fn(static_cast<bert_log_level>(level), message, c->user_data);
-      },
-      &holder);
+  if (!fn) return bert::set_log_sink(nullptr);
+  bert::set_log_sink([fn, user_data](int level, const char* message) {
+    fn(static_cast<bert_log_level>(level), message, user_data);
+  });
 }
 
 void bert_dist_init(bert_dist* d) {
@@ -198,10 +209,10 @@ void bert_dist_init(bert_dist* d) {
   d->rank = d->world_size = d->local_rank = -1;
 }
 
-bert_status bert_dist_unique_id(unsigned char out[128]) {
+bert_status bert_dist_unique_id(unsigned char out[BERT_NCCL_UNIQUE_ID_BYTES]) {
   return guard([&] {
     require(out, "out");
-    const std::array<unsigned char, 128> id = bert::nccl_unique_id();
+    const bert::NcclUniqueId id = bert::nccl_unique_id();
     std::memcpy(out, id.data(), id.size());
   });
 }
@@ -240,7 +251,14 @@ bert_status bert_session_create(const char* config_json, const bert_dist* dist, 
 void bert_session_destroy(bert_session* session) { delete session; }
 
 const char* bert_session_config(const bert_session* session) {
-  return session ? session->impl->config_json().c_str() : "";
+  if (!session) return "";
+  std::deque<std::string>& texts = session->config_texts;
+  try {
+    if (texts.empty() || texts.back() != session->impl->config_json()) texts.push_back(session->impl->config_json());
+  } catch (const std::bad_alloc&) {
+    return "";  // no exception crosses the ABI
+  }
+  return texts.back().c_str();
 }
 
 void bert_session_abort(bert_session* session) {
@@ -384,7 +402,7 @@ bert_status bert_param_info(const bert_session* session, size_t index, const cha
     if (name) *name = session->param_names[index].c_str();
     if (ndim) *ndim = static_cast<int>(e.shape.size());
     if (shape) {
-      for (int i = 0; i < 4; ++i) shape[i] = i < static_cast<int>(e.shape.size()) ? e.shape[i] : 1;
+      for (int i = 0; i < BERT_MAX_PARAM_DIMS; ++i) shape[i] = i < static_cast<int>(e.shape.size()) ? e.shape[i] : 1;
     }
   });
 }

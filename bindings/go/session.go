@@ -5,6 +5,7 @@
 package bertengine
 
 // #include <stdlib.h>
+// #include <bert.h>
 import "C"
 
 import (
@@ -34,20 +35,30 @@ const (
 type Dist struct {
 	Backend                    DistBackend
 	Rank, WorldSize, LocalRank int
-	NCCLUniqueID               []byte // 128 bytes from NCCLUniqueID on rank 0, or nil
+	NCCLUniqueID               []byte // NCCLUniqueIDBytes bytes from NCCLUniqueID on rank 0, or nil
 }
 
 // DefaultDist is bert_dist_init's default: AUTO, everything from the environment.
 func DefaultDist() Dist { return Dist{Backend: DistAuto, Rank: -1, WorldSize: -1, LocalRank: -1} }
 
+// NCCLUniqueIDBytes is the size of NCCL's bootstrap id (BERT_NCCL_UNIQUE_ID_BYTES).
+const NCCLUniqueIDBytes = C.BERT_NCCL_UNIQUE_ID_BYTES
+
 // NCCLUniqueID makes NCCL's bootstrap id on rank 0 (bert_dist_unique_id).
 func NCCLUniqueID() ([]byte, error) {
-	buf := (*byte)(C.malloc(128))
+	buf := (*byte)(C.malloc(NCCLUniqueIDBytes))
 	defer C.free(unsafe.Pointer(buf))
 	if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_dist_unique_id(buf) }); err != nil {
 		return nil, err
 	}
-	return C.GoBytes(unsafe.Pointer(buf), 128), nil
+	return C.GoBytes(unsafe.Pointer(buf), NCCLUniqueIDBytes), nil
+}
+
+// Finalize gives back what the engine took process-wide (bert_finalize: MPI, when a session
+// initialised it because the host had not). Call it once, after every session is closed and
+// before the program exits; afterwards no MPI session can be created in this process.
+func Finalize() error {
+	return call(func() capi.Enum_SS_bert_status { return capi.Bert_finalize() })
 }
 
 // StepResult is bert_step_result: the losses and throughput of one call.
@@ -135,11 +146,11 @@ func NewDistSession(config string, dist Dist) (*Session, error) {
 	d.SetWorld_size(dist.WorldSize)
 	d.SetLocal_rank(dist.LocalRank)
 	if dist.NCCLUniqueID != nil {
-		if len(dist.NCCLUniqueID) != 128 {
-			return nil, newError(ErrInvalidArgument, "Dist.NCCLUniqueID must be 128 bytes, got %d", len(dist.NCCLUniqueID))
+		if len(dist.NCCLUniqueID) != NCCLUniqueIDBytes {
+			return nil, newError(ErrInvalidArgument, "Dist.NCCLUniqueID must be %d bytes, got %d", NCCLUniqueIDBytes, len(dist.NCCLUniqueID))
 		}
 		d.SetHas_nccl_unique_id(1)
-		dst := unsafe.Slice(d.GetNccl_unique_id(), 128)
+		dst := unsafe.Slice(d.GetNccl_unique_id(), NCCLUniqueIDBytes)
 		copy(dst, dist.NCCLUniqueID)
 	}
 	out := capi.New_sessionp()
@@ -434,7 +445,7 @@ func (s *Session) Params() ([]Param, error) {
 		if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_param_count(h, count) }); err != nil {
 			return err
 		}
-		name, ndim, shape := capi.New_cstrp(), capi.New_intp(), capi.New_int64Array(4)
+		name, ndim, shape := capi.New_cstrp(), capi.New_intp(), capi.New_int64Array(C.BERT_MAX_PARAM_DIMS)
 		defer capi.Delete_cstrp(name)
 		defer capi.Delete_intp(ndim)
 		defer capi.Delete_int64Array(shape)

@@ -91,7 +91,9 @@ uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(a) << 32
 }  // namespace
 
 std::vector<std::string> train_wordpiece_vocab(const VocabTrainOptions& o, VocabTrainSummary& sum) {
-  if (o.vocab_size < 128) fail(Code::invalid_argument, "--size ", o.vocab_size, " is too small (at least 128)");
+  if (o.vocab_size < kMinVocabSize) {
+    fail(Code::invalid_argument, "vocabulary size ", o.vocab_size, " is too small (at least ", kMinVocabSize, ")");
+  }
   WordCounts counted = count_words(o, sum);
   if (counted.empty()) fail(Code::data, "the input holds no words to learn a vocabulary from");
 

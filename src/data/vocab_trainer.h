@@ -11,6 +11,10 @@
 
 namespace bert {
 
+// The smallest vocabulary the trainer makes: BERT's special tokens and unused slots fill the
+// first rows.
+constexpr size_t kMinVocabSize = 128;
+
 struct VocabTrainOptions {
   std::vector<std::string> inputs;  // files or directories (*.txt, recursive)
   size_t vocab_size = 30522;

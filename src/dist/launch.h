@@ -16,11 +16,15 @@ namespace bert {
 
 enum class DistBackend { automatic, local, mpi, nccl };
 
+// NCCL's unique id, as the host carries it (ncclUniqueId's size; checked where NCCL is used).
+constexpr size_t kNcclUniqueIdBytes = 128;
+using NcclUniqueId = std::array<unsigned char, kNcclUniqueIdBytes>;
+
 // What the host asked for (bert_dist); -1 means "from the environment".
 struct DistRequest {
   DistBackend backend = DistBackend::automatic;
   int rank = -1, world_size = -1, local_rank = -1;
-  std::optional<std::array<unsigned char, 128>> nccl_unique_id;
+  std::optional<NcclUniqueId> nccl_unique_id;
   double timeout_s = 300;  // dist.timeout_s: the longest any collective may wait for a peer
   bool gpu = false;        // device is "cuda…": the automatic backend is then NCCL
 };
@@ -29,7 +33,7 @@ struct LaunchPlan {
   DistBackend backend = DistBackend::local;
   int rank = 0, world_size = 1, local_rank = 0;
   std::string source;  // where rank/world came from: "bert_dist", "Open MPI", "Slurm", "RANK/WORLD_SIZE", "default"
-  std::optional<std::array<unsigned char, 128>> nccl_unique_id;
+  std::optional<NcclUniqueId> nccl_unique_id;
   double timeout_s = 300;
 };
 
@@ -45,10 +49,13 @@ std::unique_ptr<Communicator> make_communicator(const LaunchPlan& plan);
 
 // Built-in backends. Without MPI / NCCL in this build these throw Error(unsupported).
 bool mpi_built();
+// bert_finalize: finalises MPI if a communicator of this library initialised it; throws
+// Error(invalid_argument) while MPI communicators still exist.
+void finalize_distributed();
 bool nccl_built();
 std::unique_ptr<Communicator> make_mpi_communicator(const LaunchPlan& plan);
 std::unique_ptr<Communicator> make_nccl_communicator(const LaunchPlan& plan);
-// NCCL's 128-byte unique id (rank 0 makes it; the host carries it to every rank).
-std::array<unsigned char, 128> nccl_unique_id();
+// A fresh NCCL unique id (rank 0 makes it; the host carries it to every rank).
+NcclUniqueId nccl_unique_id();
 
 }  // namespace bert

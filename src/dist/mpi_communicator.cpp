@@ -2,8 +2,9 @@
 // polled with MPI_Test against dist.timeout_s on a duplicate of MPI_COMM_WORLD whose error
 // handler returns errors, so a dead or silent peer makes the survivors throw
 // Error(distributed) naming the operation instead of hanging. The library initialises MPI
-// itself when the host has not, and then finalises it at exit (unless a collective failed:
-// MPI_Finalize would wait for the dead peer). Gradient buckets are started with MPI_Iallreduce
+// itself only when the host has not, and finalises it only then, when the host calls
+// bert_finalize (never from an exit hook; not after a failed collective: MPI_Finalize would
+// wait for the dead peer). Gradient buckets are started with MPI_Iallreduce
 // and completed together; in bf16/fp16 they travel as 16-bit words summed by a user-defined
 // MPI operation that adds in fp32 and rounds back, as NCCL does.
 #define OMPI_SKIP_MPICXX 1  // the C API of MPI only
@@ -20,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/log.h"
 #include "dist/deadline.h"
 #include "dist/launch.h"
 
@@ -35,8 +37,10 @@ namespace bert {
 
 namespace {
 
-std::atomic<bool> g_collective_failed{false};
+std::mutex g_init_mutex;  // guards the two below and MPI's initialisation
 bool g_we_initialized = false;
+int g_live_communicators = 0;
+std::atomic<bool> g_collective_failed{false};
 
 std::string mpi_error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING];
@@ -45,25 +49,35 @@ std::string mpi_error_text(int rc) {
   return std::string(text, len);
 }
 
-void finalize_at_exit() {
-  int finalized = 0;
+// Initialises MPI unless the host (or an earlier session) did, and counts the communicator.
+void enter_mpi() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (!finalized && !g_collective_failed.load()) MPI_Finalize();
+  if (finalized) fail(Code::distributed, "MPI was already finalised in this process (bert_finalize or the host)");
+  if (!initialized) {
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) fail(Code::distributed, "MPI_Init_thread failed: ", mpi_error_text(rc));
+    g_we_initialized = true;
+  }
+  ++g_live_communicators;
 }
 
-void ensure_mpi_initialized() {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) return;
-  int provided = 0;
-  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-  if (rc != MPI_SUCCESS) fail(Code::distributed, "MPI_Init_thread failed: ", mpi_error_text(rc));
-  g_we_initialized = true;
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  std::atexit(finalize_at_exit);
+void leave_mpi() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  --g_live_communicators;
 }
+
+// A communicator's hold on MPI: taken first, given back last (after MPI_Comm_free), also when
+// the constructor throws.
+struct MpiUse {
+  MpiUse() { enter_mpi(); }
+  ~MpiUse() { leave_mpi(); }
+  MpiUse(const MpiUse&) = delete;
+  MpiUse& operator=(const MpiUse&) = delete;
+};
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
@@ -97,7 +111,6 @@ struct PendingSum {
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(const LaunchPlan& plan) : timeout_s_(plan.timeout_s) {
-    ensure_mpi_initialized();
     BERT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     BERT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
     // The duplicate is made non-blocking too: a peer that never arrives times out here as well.
@@ -280,6 +293,7 @@ class MpiCommunicator : public Communicator {
     g_collective_failed.store(true);
   }
 
+  MpiUse use_;  // first member: MPI is held before and after everything below
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, world_ = 1, local_rank_ = 0;
   std::vector<std::unique_ptr<PendingSum>> pending_;
@@ -291,6 +305,24 @@ class MpiCommunicator : public Communicator {
 };
 
 }  // namespace
+
+void finalize_distributed() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (!g_we_initialized) return;
+  if (g_live_communicators > 0) {
+    fail(Code::invalid_argument, "bert_finalize: ", g_live_communicators,
+         " session(s) still use MPI; destroy them first");
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (g_collective_failed.load()) {
+    log_message(log_warning, "MPI is left unfinalised: a collective failed, and MPI_Finalize would wait for the lost peer");
+    return;
+  }
+  const int rc = MPI_Finalize();
+  if (rc != MPI_SUCCESS) fail(Code::distributed, "MPI_Finalize failed: ", mpi_error_text(rc));
+}
 
 [[noreturn]] void mpi_fail(const char* call, const char* file, int line, int rc) {
   fail(Code::distributed, call, " failed at ", file, ":", line, ": ", mpi_error_text(rc));

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "dist/deadline.h"
 #include "dist/launch.h"
+#include "dist/tcp_rendezvous.h"
 
 #define BERT_NCCL_CHECK(call)                                                                          \
   do {                                                                                                 \
@@ -40,46 +41,49 @@
 namespace bert {
 namespace {
 
-std::array<unsigned char, 128> to_bytes(const ncclUniqueId& id) {
-  static_assert(sizeof(ncclUniqueId) == 128, "NCCL's unique id is 128 bytes");
-  std::array<unsigned char, 128> out;
-  std::memcpy(out.data(), &id, 128);
+static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "NCCL's unique id is kNcclUniqueIdBytes bytes");
+
+NcclUniqueId to_bytes(const ncclUniqueId& id) {
+  NcclUniqueId out;
+  std::memcpy(out.data(), &id, kNcclUniqueIdBytes);
   return out;
 }
 
-// Without an id from the host: NCCL's own bootstrap from NCCL_COMM_ID (derived from torchrun's
-// MASTER_ADDR/MASTER_PORT + 1 when absent), in which case every rank computes the same id;
-// else, under an MPI launcher, rank 0's id travels over MPI.
+// Without an id from the host: NCCL's own bootstrap when the host set NCCL_COMM_ID (every rank
+// then computes the same id); else rank 0's id handed over TCP at MASTER_ADDR:MASTER_PORT + 1
+// (torchrun's variables; its own store holds MASTER_PORT); else, under an MPI launcher, over MPI.
 ncclUniqueId bootstrap_id(const LaunchPlan& plan) {
   ncclUniqueId id;
   if (plan.nccl_unique_id) {
-    std::memcpy(&id, plan.nccl_unique_id->data(), 128);
+    std::memcpy(&id, plan.nccl_unique_id->data(), kNcclUniqueIdBytes);
     return id;
-  }
-  const char* master = std::getenv("MASTER_ADDR");
-  const char* port = std::getenv("MASTER_PORT");
-  if (!std::getenv("NCCL_COMM_ID") && master && port) {
-    const std::string comm_id = std::string(master) + ":" + std::to_string(std::atoi(port) + 1);
-    setenv("NCCL_COMM_ID", comm_id.c_str(), 0);
   }
   if (std::getenv("NCCL_COMM_ID") || plan.world_size == 1) {
     BERT_NCCL_CHECK(ncclGetUniqueId(&id));
     return id;
   }
-  if (!mpi_built()) {
-    fail(Code::config, "NCCL with ", plan.world_size, " ranks needs a bootstrap: pass bert_dist.nccl_unique_id, ",
-         "or set NCCL_COMM_ID (or MASTER_ADDR/MASTER_PORT), or launch with mpirun");
-  }
-  LaunchPlan mpi_plan = plan;
-  mpi_plan.backend = DistBackend::mpi;
-  std::unique_ptr<Communicator> mpi = make_mpi_communicator(mpi_plan);
   std::string mine;
   if (plan.rank == 0) {
     BERT_NCCL_CHECK(ncclGetUniqueId(&id));
-    mine.assign(reinterpret_cast<const char*>(&id), 128);
+    mine.assign(reinterpret_cast<const char*>(&id), kNcclUniqueIdBytes);
   }
-  const std::vector<std::string> all = mpi->allgather_text(mine);
-  std::memcpy(&id, all[0].data(), 128);
+  std::string shared;
+  const char* master = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (master && port) {
+    shared = share_from_rank0_over_tcp(master, std::atoi(port) + 1, plan.rank, plan.world_size, mine, plan.timeout_s);
+  } else if (mpi_built()) {
+    LaunchPlan mpi_plan = plan;
+    mpi_plan.backend = DistBackend::mpi;
+    shared = make_mpi_communicator(mpi_plan)->allgather_text(mine)[0];
+  } else {
+    fail(Code::config, "NCCL with ", plan.world_size, " ranks needs a bootstrap: pass bert_dist.nccl_unique_id, ",
+         "or set NCCL_COMM_ID (or MASTER_ADDR/MASTER_PORT), or launch with mpirun");
+  }
+  if (shared.size() != kNcclUniqueIdBytes) {
+    fail(Code::distributed, "NCCL bootstrap: rank 0's id has ", shared.size(), " bytes, not ", kNcclUniqueIdBytes);
+  }
+  std::memcpy(&id, shared.data(), kNcclUniqueIdBytes);
   return id;
 }
 
@@ -329,7 +333,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchPlan& plan) {
   return std::make_unique<NcclCommunicator>(plan);
 }
 
-std::array<unsigned char, 128> nccl_unique_id() {
+NcclUniqueId nccl_unique_id() {
   ncclUniqueId id;
   BERT_NCCL_CHECK(ncclGetUniqueId(&id));
   return to_bytes(id);

@@ -7,6 +7,8 @@ namespace bert {
 
 bool mpi_built() { return false; }
 
+void finalize_distributed() {}
+
 std::unique_ptr<Communicator> make_mpi_communicator(const LaunchPlan&) {
   fail(Code::unsupported, "this bertengine was built without MPI (rebuild with -Dmpi=enabled)");
 }

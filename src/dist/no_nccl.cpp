@@ -11,7 +11,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchPlan&) {
   fail(Code::unsupported, "this bertengine was built without CUDA, so without NCCL (rebuild with -Dcuda=enabled)");
 }
 
-std::array<unsigned char, 128> nccl_unique_id() {
+NcclUniqueId nccl_unique_id() {
   fail(Code::unsupported, "bert_dist_unique_id needs NCCL: this bertengine was built without CUDA");
 }
 

@@ -97,7 +97,7 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
     nsp_logits_ = c.take<float>(B * 2);
     mlm_h_ = c.take<float>(Nm * H);
     mlm_pre_ = c.take<float>(Nm * H);
-    mlm_act_ = c.take<float>(NmB * H);  // also the pooler's backward scratch
+    mlm_act_ = c.take<float>(NmB * H);
     mlm_mean_ = c.take<float>(Nm);
     mlm_rstd_ = c.take<float>(Nm);
     mlm_ln_ = c.take<float>(Nm * H);
@@ -114,6 +114,7 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
     gi1_ = c.take<float>(train * T * I);
     g_cls_ = c.take<float>(train * B * H);
     g_pooled_ = c.take<float>(train * B * H);
+    g_pool_pre_ = c.take<float>(train * B * H);
     g_mlm_h_ = c.take<float>(train * Nm * H);
     g_mlm_ln_ = c.take<float>(train * Nm * H);
     g_mlm_act_ = c.take<float>(train * NmB * H);
@@ -309,7 +310,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
       ops_.linear_bwd(g_pooled_, G + P.nsp_w, G + P.nsp_b, nsp_logits_, pooled_, W + P.nsp_w, nullptr,
                       nullptr, B, H, 2, Activation::none, false);
       ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_,
-                      g_mlm_act_, B, H, H, Activation::tanh, false);
+                      g_pool_pre_, B, H, H, Activation::tanh, false);
     }
 
     // ---- MLM head on masked rows: dense+act, LayerNorm, tied decoder + bias -------------
@@ -457,7 +458,7 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, B, H,
                       NL, Activation::none, false);
       ops_.dropout_bwd(g_pooled_, g2_, int64_t{B} * H, head_site);
-      ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g1_, B, H,
+      ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g_pool_pre_, B, H,
                       H, Activation::tanh, false);
       ops_.fill_zero(g0_, T * H * sizeof(float));
       ops_.scatter_add_rows(g0_, g_cls_, cls_rows_, B, H);

@@ -135,7 +135,7 @@ class BertModel {
   float* head_logits_;                                         // [T, num_labels] / [B, num_labels] / [2, T] (QA)
   int32_t* head_labels_;                                       // [R]
   float *g0_, *g1_, *g2_, *gqkv_, *gi0_, *gi1_;                // backward scratch
-  float *g_cls_, *g_pooled_, *g_mlm_h_, *g_mlm_ln_, *g_mlm_act_;
+  float *g_cls_, *g_pooled_, *g_pool_pre_, *g_mlm_h_, *g_mlm_ln_, *g_mlm_act_;
 };
 
 }  // namespace bert

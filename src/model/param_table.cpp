@@ -3,6 +3,8 @@
 
 #include <map>
 
+#include "core/error.h"
+
 namespace bert {
 namespace {
 
@@ -28,6 +30,8 @@ ParamTable::ParamTable(const BertConfig& c, const TaskConfig& task) {
   };
   auto add = [&](const std::string& name, std::vector<int64_t> shape, int64_t offset, ParamInit init,
                  int64_t stored) {
+    BERT_CHECK(shape.size() <= kMaxParamDims, Code::internal, "parameter ", name, " has ", shape.size(),
+               " dimensions; the C ABI carries at most ", kMaxParamDims);
     ParamEntry e;
     e.name = name;
     e.shape = std::move(shape);

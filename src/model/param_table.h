@@ -16,6 +16,9 @@ namespace bert {
 
 enum class ParamInit { normal, zeros, ones };
 
+// The most dimensions a parameter has (the C ABI's BERT_MAX_PARAM_DIMS; checked when the table is built).
+constexpr size_t kMaxParamDims = 4;
+
 struct ParamEntry {
   std::string name;            // Hugging Face name
   std::vector<int64_t> shape;  // Hugging Face shape (word embeddings: config vocab_size rows)

@@ -28,6 +28,15 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+// Seed derivations from train.seed. Checkpoints record train.seed and the stream positions,
+// and a resumed run re-derives every stream from them: changing a constant changes every
+// resumed run's random numbers (dropout masks, synthetic batches), so they are contracts.
+constexpr uint64_t kSyntheticRankStride = 1000003;  // rank r's synthetic batches: seed + r * stride
+constexpr uint64_t kEvalSeedMask = 0xE7A1;          // synthetic eval batches: seed ^ mask
+constexpr uint64_t kDropoutRankStride = 7919;       // rank r's dropout stream: seed + r * stride
+// The most micro-batches one optimizer step may accumulate.
+constexpr int64_t kMaxAccumulationSteps = int64_t{1} << 16;
+
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -35,7 +44,7 @@ double seconds_since(Clock::time_point t0) {
 // "cuda" picks the GPU from the rank's local rank; "cuda:N" names it.
 std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   if (c.device == "cpu") return make_cpu_ops(c.train.threads, c.train.precision);
-  const int index = c.device == "cuda" ? local_rank : std::stoi(c.device.substr(5));
+  const int index = c.cuda_index >= 0 ? c.cuda_index : local_rank;
   CudaOptions options;
   options.precision = c.train.precision;
   options.fused_attention = c.train.fused_attention;
@@ -88,7 +97,7 @@ SyntheticOptions synthetic_options(const SessionConfig& c, uint64_t seed) {
 // The training data of this rank.
 std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, int world) {
   if (c.data.source == "synthetic") {
-    return make_synthetic_source(synthetic_options(c, c.train.seed + 1000003ull * static_cast<uint64_t>(rank)));
+    return make_synthetic_source(synthetic_options(c, c.train.seed + kSyntheticRankStride * static_cast<uint64_t>(rank)));
   }
   ShardSourceOptions o;
   o.path = c.data.train_dir;
@@ -109,7 +118,7 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
 // data.eval_batches seeded synthetic batches.
 std::unique_ptr<EvalSet> make_eval_set(const SessionConfig& c) {
   if (c.data.source == "synthetic") {
-    std::unique_ptr<DataSource> source = make_synthetic_source(synthetic_options(c, c.train.seed ^ 0xE7A1ull));
+    std::unique_ptr<DataSource> source = make_synthetic_source(synthetic_options(c, c.train.seed ^ kEvalSeedMask));
     return EvalSet::from_source(*source, c.data.eval_batches, c.train.micro_batch);
   }
   const ShardLimits limits{c.data.max_seq_length, c.data.max_predictions_per_seq, c.model.vocab_size};
@@ -130,8 +139,8 @@ void derive_accumulation(TrainConfig& t, int world) {
          t.global_batch, ", which needs ", accumulation, " with train.micro_batch ", t.micro_batch, " on ", world,
          " ranks (give one of the two)");
   }
-  BERT_CHECK(accumulation <= (1 << 16), Code::config, "config key 'train.global_batch' = ", t.global_batch, " needs ",
-             accumulation, " accumulation steps (more than 65536): raise train.micro_batch");
+  BERT_CHECK(accumulation <= kMaxAccumulationSteps, Code::config, "config key 'train.global_batch' = ", t.global_batch,
+             " needs ", accumulation, " accumulation steps (more than ", kMaxAccumulationSteps, "): raise train.micro_batch");
   t.accumulation_steps = static_cast<int>(accumulation);
 }
 
@@ -279,7 +288,7 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
     ModelInputs in = inputs(batch);
     DropoutStream drop;
     drop.enabled = config_.train.dropout;
-    drop.seed = config_.train.seed + 7919ull * static_cast<uint64_t>(comm_->rank());
+    drop.seed = config_.train.seed + kDropoutRankStride * static_cast<uint64_t>(comm_->rank());
     drop.step = micro_step_;
     BackwardOptions backward;
     backward.loss_scale = static_cast<float>(scaler_.scale());

@@ -113,6 +113,11 @@ class Session {
 
   SessionConfig config_;
   std::string config_json_;
+  // Destruction order is a contract: members are destroyed bottom-up, and each one below holds
+  // memory, streams or buffers of those above it. The gradient sync uses the communicator and
+  // the backend; the optimizer, model and data sources hold backend memory; the NCCL
+  // communicator runs on the backend's device. So ops_ goes last and comm_ just before it;
+  // add a member below the ones it uses.
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<BertModel> model_;

@@ -112,6 +112,21 @@ void parse_log(JsonReader r, LogConfig& l) {
   r.finish();
 }
 
+// "cpu" and "cuda" give -1; "cuda:N" gives N, where N is decimal digits only (no sign, no
+// trailing characters) of at most kMaxDeviceDigits digits.
+int parse_device_index(const std::string& device) {
+  constexpr size_t kMaxDeviceDigits = 4;
+  if (device == "cpu" || device == "cuda") return -1;
+  const std::string prefix = "cuda:";
+  const std::string digits = device.rfind(prefix, 0) == 0 ? device.substr(prefix.size()) : std::string();
+  const bool all_digits = !digits.empty() && digits.size() <= kMaxDeviceDigits &&
+                          std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!all_digits) {
+    fail(Code::config, "config key 'device' = \"", device, "\" is not one of: cpu, cuda, cuda:N (N a device number)");
+  }
+  return std::stoi(digits);
+}
+
 }  // namespace
 
 SessionConfig parse_session_config(const std::string& text) {
@@ -132,9 +147,7 @@ SessionConfig parse_session_config(const std::string& text) {
   parse_dist(r.object("dist"), c.dist);
   parse_log(r.object("log"), c.log);
   c.device = r.get_string("device", c.device);
-  if (c.device != "cpu" && c.device != "cuda" && c.device.rfind("cuda:", 0) != 0) {
-    fail(Code::config, "config key 'device' = \"", c.device, "\" is not one of: cpu, cuda, cuda:N");
-  }
+  c.cuda_index = parse_device_index(c.device);
   r.finish();
 
   if (c.data.max_seq_length > c.model.max_position_embeddings) {

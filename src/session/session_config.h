@@ -90,7 +90,9 @@ struct SessionConfig {
   CheckpointConfig checkpoint;
   DistConfig dist;
   LogConfig log;
-  std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N"
+  std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N", as written in the config
+  int cuda_index = -1;         // N of "cuda:N"; -1 for "cuda" (the rank's local rank) and "cpu"
+  bool on_cuda() const { return device != "cpu"; }
   nlohmann::json to_json() const;
 };
 

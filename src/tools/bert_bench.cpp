@@ -146,5 +146,5 @@ int main(int argc, char** argv) {
                         {"final_loss", r.loss}};
   if (peak_tflops > 0) out["mfu"] = tflops / peak_tflops;
   std::printf("%s\n", out.dump().c_str());
-  return 0;
+  return bert_tools::finish(0);
 }

@@ -281,7 +281,7 @@ int run(const std::string& config_path) {
 int main(int argc, char** argv) {
   if (argc != 2) return usage();
   try {
-    return run(argv[1]);
+    return bert_tools::finish(run(argv[1]));
   } catch (const std::exception& e) {  // bert::Error included
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     args[key] = argv[i + 1];
   }
   try {
-    return run(args);
+    return bert_tools::finish(run(args));
   } catch (const std::exception& e) {  // bert::Error included
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

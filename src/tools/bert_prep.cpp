@@ -295,7 +295,9 @@ int cmd_vocab(int argc, char** argv) {
   o.inputs = args.positional();
   if (o.inputs.empty()) fail(Code::invalid_argument, "bert-prep vocab needs input files or directories");
   const long long size = args.integer("size", 30522);
-  if (size < 1) fail(Code::invalid_argument, "--size must be positive");
+  if (size < static_cast<long long>(kMinVocabSize)) {
+    fail(Code::invalid_argument, "--size ", size, " is too small (at least ", kMinVocabSize, ")");
+  }
   o.vocab_size = static_cast<size_t>(size);
   const std::string output = args.required("output");
   o.lower_case = !args.flag("cased");

@@ -599,5 +599,5 @@ int main(int argc, char** argv) {
     previous_final = outputs[i];
   }
   if (loss_log) std::fclose(loss_log);
-  return code;
+  return bert_tools::finish(code);
 }

@@ -21,6 +21,11 @@ std::string read_file_or_exit(const std::string& path) {
   return ss.str();
 }
 
+int finish(int code) {
+  if (failed(bert_finalize(), "bert_finalize")) return code ? code : 1;
+  return code;
+}
+
 bool failed(bert_status status, const char* what) {
   if (status == BERT_OK) return false;
   std::fprintf(stderr, "error: %s: %s: %s\n", what, bert_status_string(status), bert_last_error());

@@ -16,5 +16,8 @@ bool failed(bert_status status, const char* what);
 std::string format_duration(double seconds);
 // Peak resident set size of this process in bytes.
 long peak_rss_bytes();
+// A tool's last word once its sessions are destroyed: bert_finalize (gives back MPI when a
+// session initialised it), then `code`, or 1 if finalising failed.
+int finish(int code);
 
 }  // namespace bert_tools

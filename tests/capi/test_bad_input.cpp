@@ -83,6 +83,14 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(m.find("'train.fused_attention' = true needs device \"cuda\""), std::string::npos) << m;
 }
 
+TEST(Config, DeviceStringsAreParsedStrictly) {
+  for (const char* device : {"cuda:x", "cuda:1x", "cuda:-1", "cuda:", "cuda: 1", "cuda:99999", "gpu", "CPU"}) {
+    const std::string m = create_error(std::string(R"({"model": "bert-tiny", "device": ")") + device + "\"}");
+    EXPECT_NE(m.find(std::string("config key 'device' = \"") + device + "\" is not one of: cpu, cuda, cuda:N"),
+              std::string::npos) << m;
+  }
+}
+
 TEST(Config, RunKeysThatCannotHoldTogether) {
   std::string m = create_error(R"({"model": "bert-tiny", "train": {"micro_batch": 4, "global_batch": 10}})");
   EXPECT_NE(m.find("'train.global_batch' = 10 is not a multiple of train.micro_batch (4) x world size (1) = 4"),

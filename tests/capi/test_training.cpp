@@ -246,6 +246,49 @@ TEST(Training, LogCallbackReceivesSessionInfo) {
   bert_session_destroy(s);
 }
 
+// The callback runs with no library lock held: it may replace itself and use the engine
+// (a session created from inside it logs too, re-entering the callback).
+TEST(Training, LogCallbackMayCallBackIntoTheLibrary) {
+  struct Seen {
+    int calls = 0;
+    int nested_sessions = 0;
+  } seen;
+  bert_log_fn reenter = [](bert_log_level, const char*, void* user) {
+    auto* s = static_cast<Seen*>(user);
+    if (++s->calls == 1) {
+      bert_session* inner = nullptr;
+      if (bert_session_create(R"({"model": "bert-tiny", "data": {"max_seq_length": 16, "max_predictions_per_seq": 2}})",
+                              nullptr, &inner) == BERT_OK) {
+        ++s->nested_sessions;
+        bert_session_destroy(inner);
+      }
+      bert_set_log_callback(nullptr, nullptr);  // replaces the sink while it is being called
+    }
+  };
+  bert_set_log_callback(reenter, &seen);
+  bert_session* s = create();
+  bert_set_log_callback(nullptr, nullptr);
+  EXPECT_EQ(seen.nested_sessions, 1);
+  EXPECT_GE(seen.calls, 2) << "the nested session's log lines reach the callback too";
+  bert_session_destroy(s);
+}
+
+// bert_session_config's text stays valid until the session is destroyed, also across a
+// bert_checkpoint_load that changes the config.
+TEST(Training, ConfigTextOutlivesCheckpointLoads) {
+  bert_session* s = create();
+  const char* first = bert_session_config(s);
+  const std::string copy = first;
+  const std::string path = testing::TempDir() + "config_lifetime.h5";
+  ASSERT_EQ(bert_checkpoint(s, path.c_str()), BERT_OK) << bert_last_error();
+  ASSERT_EQ(bert_checkpoint_load(s, path.c_str()), BERT_OK) << bert_last_error();
+  const char* second = bert_session_config(s);
+  EXPECT_EQ(std::string(first), copy);
+  EXPECT_NE(std::string(second).find("\"model\""), std::string::npos);
+  std::remove(path.c_str());
+  bert_session_destroy(s);
+}
+
 TEST(Training, ResolvedConfigHasDefaults) {
   bert_session* s = create();
   std::string c = bert_session_config(s);

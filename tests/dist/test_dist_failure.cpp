@@ -18,6 +18,14 @@ namespace {
 
 constexpr double kTimeout = 3.0;
 
+// The library initialised MPI here, so the host gives it back once every session is gone
+// (after a failed collective bert_finalize leaves MPI alone and still returns BERT_OK).
+class FinalizeLibrary : public ::testing::Environment {
+ public:
+  void TearDown() override { EXPECT_EQ(bert_finalize(), BERT_OK) << bert_last_error(); }
+};
+const ::testing::Environment* const finalize_library = ::testing::AddGlobalTestEnvironment(new FinalizeLibrary);
+
 std::string failure_mode() {
   const char* mode = std::getenv("BERT_TEST_FAILURE");
   return mode ? mode : "exit";

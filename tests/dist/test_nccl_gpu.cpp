@@ -109,5 +109,10 @@ int main(int argc, char** argv) {
     return 77;
   }
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int failed = RUN_ALL_TESTS();
+  if (bert_finalize() != BERT_OK) {  // the library initialised MPI for the NCCL bootstrap
+    std::fprintf(stderr, "bert_finalize: %s\n", bert_last_error());
+    return 1;
+  }
+  return failed;
 }

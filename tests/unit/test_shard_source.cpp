@@ -281,12 +281,12 @@ TEST(ShardSource, SkipBadShardsWarnsAndSkips) {
   }
 
   warnings.clear();
-  set_log_sink(capture, nullptr);
+  set_log_sink([](int level, const char* message) { capture(level, message, nullptr); });
   auto o = options(dir);
   o.skip_bad_shards = true;
   auto src = make_shard_source(o);
   std::vector<int> ids = take(*src, 18 * 3, 1);  // three epochs of the good samples
-  set_log_sink(nullptr, nullptr);
+  set_log_sink(nullptr);
   for (int e = 0; e < 3; ++e) {
     std::vector<int> epoch(ids.begin() + e * 18, ids.begin() + (e + 1) * 18);
     std::sort(epoch.begin(), epoch.end());

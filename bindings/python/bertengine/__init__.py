@@ -7,9 +7,13 @@
         s.checkpoint("tiny.h5")
 
 Engine log lines go to the ``logging`` logger "bertengine". Errors raise BertError subclasses.
+At interpreter exit the package closes sessions still open and calls bert_finalize (which gives
+back MPI when a session initialised it; a host that initialised MPI itself, e.g. through mpi4py
+first, keeps it).
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 
@@ -22,11 +26,12 @@ from .errors import (AbortedError, BackendError, BertError, CheckpointError, Con
                      DataError, DistributedError, EngineIOError, InternalError,
                      InvalidArgumentError, OutOfMemoryError, UnsupportedError, from_status)
 from .session import Dist, EvalResult, MemoryInfo, RankInfo, Session, StepResult
+from .session import close_all_and_finalize as finalize
 
 __all__ = ["Session", "Dist", "StepResult", "EvalResult", "MemoryInfo", "RankInfo", "BertError", "InvalidArgumentError",
            "ConfigError", "EngineIOError", "DataError", "CheckpointError", "OutOfMemoryError",
            "BackendError", "DistributedError", "AbortedError", "UnsupportedError",
-           "InternalError", "version", "api_version", "nccl_unique_id"]
+           "InternalError", "version", "api_version", "nccl_unique_id", "finalize"]
 
 logger = logging.getLogger("bertengine")
 _LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
@@ -38,6 +43,7 @@ def _log(level: int, message: str) -> None:
 
 _native.set_error_factory(from_status)
 _native.set_log_sink(_log)
+atexit.register(finalize)
 
 if _native.api_version() != _native.HEADER_API_VERSION:
     raise ImportError(f"libbert ABI version {_native.api_version()} does not match the binding's "

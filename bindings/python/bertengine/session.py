@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import weakref
 from typing import Mapping, NamedTuple, Optional, Union
 
 import numpy as np
@@ -111,8 +112,9 @@ def _dist_args(dist) -> tuple:
     if dist.backend not in _BACKENDS:
         raise InvalidArgumentError(f"dist.backend must be one of {', '.join(_BACKENDS)}, got {dist.backend!r}")
     uid = dist.nccl_unique_id
-    if uid is not None and (not isinstance(uid, (bytes, bytearray)) or len(uid) != 128):
-        raise InvalidArgumentError("dist.nccl_unique_id must be 128 bytes from bertengine.nccl_unique_id()")
+    if uid is not None and (not isinstance(uid, (bytes, bytearray)) or len(uid) != _native.NCCL_UNIQUE_ID_BYTES):
+        raise InvalidArgumentError(f"dist.nccl_unique_id must be {_native.NCCL_UNIQUE_ID_BYTES} bytes "
+                                   "from bertengine.nccl_unique_id()")
     return (_BACKENDS[dist.backend], int(dist.rank), int(dist.world_size), int(dist.local_rank),
             None if uid is None else bytes(uid))
 
@@ -122,6 +124,19 @@ _OUTPUTS = {"logits": 0, "pooled": 1, "hidden": 2}
 
 def _batch_args(batch: Optional[Batch]):
     return None if batch is None else prepare(batch)
+
+
+# Sessions not yet closed, so that the interpreter's exit can close them before bert_finalize.
+_open_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+def close_all_and_finalize() -> None:
+    """Closes every open session, then gives back what the engine took process-wide
+    (bert_finalize: MPI, when a session initialised it). The package registers this with
+    ``atexit``; call it yourself only to finalise earlier."""
+    for s in list(_open_sessions):
+        s.close()
+    _native.finalize()
 
 
 class Session:
@@ -151,6 +166,7 @@ class Session:
 
     def __init__(self, config: ConfigLike, dist: Union[None, Dist, Mapping[str, object]] = None):
         self._native = _native.NativeSession(_config_text(config), *_dist_args(dist))
+        _open_sessions.add(self)
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:

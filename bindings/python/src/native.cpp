@@ -175,7 +175,7 @@ class NativeSession {
     dist.local_rank = local_rank;
     if (!nccl_unique_id.is_none()) {
       std::string id = nccl_unique_id.cast<py::bytes>();
-      if (id.size() != sizeof dist.nccl_unique_id) invalid("nccl_unique_id must be 128 bytes");
+      if (id.size() != BERT_NCCL_UNIQUE_ID_BYTES) invalid("nccl_unique_id must be BERT_NCCL_UNIQUE_ID_BYTES bytes");
       std::memcpy(dist.nccl_unique_id, id.data(), id.size());
       dist.has_nccl_unique_id = 1;
     }
@@ -301,7 +301,7 @@ class NativeSession {
     for (size_t i = 0; i < count; ++i) {
       const char* name = nullptr;
       int ndim = 0;
-      int64_t shape[4] = {0, 0, 0, 0};
+      int64_t shape[BERT_MAX_PARAM_DIMS] = {};
       check(bert_param_info(live(), i, &name, &ndim, shape));
       py::tuple t(ndim);
       for (int d = 0; d < ndim; ++d) t[d] = shape[d];
@@ -441,10 +441,12 @@ PYBIND11_MODULE(_native, m) {
   m.def("version", [] { return text(bert_version()); });
   m.def("api_version", &bert_api_version);
   m.attr("HEADER_API_VERSION") = BERT_API_VERSION;
+  m.attr("NCCL_UNIQUE_ID_BYTES") = BERT_NCCL_UNIQUE_ID_BYTES;
+  m.def("finalize", [] { check(bert_finalize()); });
   m.def("status_string", [](int st) { return text(bert_status_string(static_cast<bert_status>(st))); });
   m.def("last_error", [] { return text(bert_last_error()); });
   m.def("dist_unique_id", [] {
-    unsigned char id[128];
+    unsigned char id[BERT_NCCL_UNIQUE_ID_BYTES];
     check(bert_dist_unique_id(id));
     return py::bytes(reinterpret_cast<const char*>(id), sizeof id);
   });

@@ -264,3 +264,11 @@ def test_nccl_unique_id_or_unsupported():
         assert e.status == 10 and e.message
     else:
         assert isinstance(uid, bytes) and len(uid) == 128
+
+
+def test_finalize_closes_open_sessions_and_leaves_local_runs_usable(tiny):
+    s = bertengine.Session(tiny)
+    bertengine.finalize()  # no MPI in this process: only the open session is closed
+    assert s.closed
+    with bertengine.Session(tiny) as again:
+        assert np.isfinite(again.step().loss)

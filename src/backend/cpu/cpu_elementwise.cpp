@@ -10,7 +10,7 @@
 namespace bert {
 namespace {
 
-constexpr int64_t kChunk = 16384;
+constexpr int64_t kChunk = kParallelElements;
 
 int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 

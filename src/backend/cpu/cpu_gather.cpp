@@ -19,7 +19,7 @@ void CpuOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* p
                            const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                            const float* type_emb, int64_t T, int H) {
   check_rows_shape("embedding_fwd", T, H);
-#pragma omp parallel for num_threads(threads_) if (T * H > 16384)
+#pragma omp parallel for num_threads(threads_) if (T * H > kParallelElements)
   for (int64_t t = 0; t < T; ++t) {
     const float* w = word_emb + static_cast<int64_t>(word_ids[t]) * H;
     const float* p = pos_emb + static_cast<int64_t>(pos_ids[t]) * H;
@@ -34,7 +34,7 @@ void CpuOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float*
                            const int32_t* type_ids, int64_t T, int H) {
   check_rows_shape("embedding_bwd", T, H);
   const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (T * H > 16384)
+#pragma omp parallel for num_threads(threads_) if (T * H > kParallelElements)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * kColumnBlock, c1 = std::min(H, c0 + kColumnBlock);
     for (int64_t t = 0; t < T; ++t) {
@@ -53,7 +53,7 @@ void CpuOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float*
 
 void CpuOps::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
   check_rows_shape("gather_rows", n, H);
-#pragma omp parallel for num_threads(threads_) if (n * H > 16384)
+#pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     std::copy_n(in + static_cast<int64_t>(rows[i]) * H, H, out + i * H);
   }
@@ -63,7 +63,7 @@ void CpuOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows,
                               int H) {
   check_rows_shape("scatter_add_rows", n, H);
   const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (n * H > 16384)
+#pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * kColumnBlock, c1 = std::min(H, c0 + kColumnBlock);
     for (int64_t i = 0; i < n; ++i) {

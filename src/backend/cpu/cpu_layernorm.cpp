@@ -15,7 +15,6 @@ namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 32;
-constexpr int64_t kParallelElements = 16384;  // smaller ops run on one thread
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void layernorm_row_fwd(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,

@@ -16,7 +16,6 @@ namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 32;
-constexpr int64_t kParallelElements = 16384;  // smaller loops run on one thread
 
 }  // namespace
 

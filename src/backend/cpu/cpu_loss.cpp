@@ -18,7 +18,7 @@ void CpuOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, const
     BERT_CHECK(labels[i] < V, Code::invalid_argument, "softmax_xent: label ", labels[i],
                " of row ", i, " is not below the vocabulary size ", V);
   }
-#pragma omp parallel for num_threads(threads_) if (M * V > 16384)
+#pragma omp parallel for num_threads(threads_) if (M * V > kParallelElements)
   for (int64_t i = 0; i < M; ++i) {
     const float* x = logits + i * ld;  // [ld]
     float* dx = dlogits + i * ld;      // [ld], may be x

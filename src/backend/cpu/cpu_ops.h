@@ -18,6 +18,11 @@
 
 namespace bert {
 
+// Loops over fewer elements than this run on one thread (starting an OpenMP team costs more
+// than the work); larger elementwise loops are cut into chunks of this many elements. Only
+// speed depends on it: every op's result is the same for any thread count it allows.
+constexpr int64_t kParallelElements = 16384;
+
 class CpuOps final : public Ops {
  public:
   // Throws Code::unsupported for bf16 GEMM inputs on a CPU without native bf16.

@@ -1,4 +1,5 @@
-/* Sizes and offsets of capi/bert.h's structs as the C compiler lays them out, in the order of
+/* Sizes and offsets of capi/bert.h's structs as the C compiler lays them out, and its size
+ * constants, in the order of
  * LAYOUT in bertengine-sys/tests/layout.rs, which compares them with the Rust declarations. */
 #include <stddef.h>
 #include <bert.h>
@@ -36,6 +37,8 @@ static const size_t layout[] = {
     offsetof(bert_memory_info, peak_device_bytes),
 
     sizeof(bert_status), sizeof(bert_dist_backend), sizeof(bert_reduce_op), sizeof(bert_log_level),
+
+    BERT_NCCL_UNIQUE_ID_BYTES, BERT_MAX_PARAM_DIMS,
 };
 
 size_t bert_sys_layout_count(void) { return sizeof layout / sizeof layout[0]; }

@@ -13,6 +13,9 @@ use std::os::raw::{c_char, c_int, c_uchar, c_void};
 use std::sync::OnceLock;
 
 pub const BERT_API_VERSION: c_int = 1;
+/// Sizes fixed by the ABI (checked against the C header by tests/layout.rs).
+pub const BERT_NCCL_UNIQUE_ID_BYTES: usize = 128;
+pub const BERT_MAX_PARAM_DIMS: usize = 4;
 
 pub type bert_status = c_int;
 pub const BERT_OK: bert_status = 0;
@@ -68,7 +71,7 @@ pub struct bert_dist {
     pub world_size: c_int,
     pub local_rank: c_int,
     pub has_nccl_unique_id: c_int,
-    pub nccl_unique_id: [c_uchar; 128],
+    pub nccl_unique_id: [c_uchar; BERT_NCCL_UNIQUE_ID_BYTES],
 }
 
 #[repr(C)]
@@ -214,6 +217,7 @@ bert_functions! {
     pub fn bert_api_version() -> c_int;
     pub fn bert_status_string(status: bert_status) -> *const c_char;
     pub fn bert_last_error() -> *const c_char;
+    pub fn bert_finalize() -> bert_status;
     pub fn bert_set_log_callback(f: bert_log_fn, user_data: *mut c_void);
 
     pub fn bert_dist_init(dist: *mut bert_dist);

@@ -179,6 +179,8 @@ fn struct_layout_matches_c() {
         ("sizeof bert_dist_backend", size_of::<bert_dist_backend>()),
         ("sizeof bert_reduce_op", size_of::<bert_reduce_op>()),
         ("sizeof bert_log_level", size_of::<bert_log_level>()),
+        ("BERT_NCCL_UNIQUE_ID_BYTES", BERT_NCCL_UNIQUE_ID_BYTES),
+        ("BERT_MAX_PARAM_DIMS", BERT_MAX_PARAM_DIMS),
     ];
     assert_eq!(
         unsafe { bert_sys_layout_count() },

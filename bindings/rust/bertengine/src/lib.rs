@@ -45,3 +45,10 @@ pub fn version() -> String {
 pub fn api_version() -> i32 {
     unsafe { sys::bert_api_version() }
 }
+
+/// Gives back what the engine took process-wide (bert_finalize: MPI, when a session
+/// initialised it because the host had not). Call once, after every session is dropped and
+/// before the process exits; afterwards no MPI session can be created in this process.
+pub fn finalize() -> Result<()> {
+    Error::check(unsafe { sys::bert_finalize() })
+}

@@ -29,7 +29,7 @@ pub struct Dist {
     pub world_size: Option<i32>,
     pub local_rank: Option<i32>,
     /// NCCL bootstrap id made by [`nccl_unique_id`] on rank 0.
-    pub nccl_unique_id: Option<[u8; 128]>,
+    pub nccl_unique_id: Option<[u8; sys::BERT_NCCL_UNIQUE_ID_BYTES]>,
 }
 
 impl Default for Dist {
@@ -45,8 +45,8 @@ impl Default for Dist {
 }
 
 /// NCCL's bootstrap id (bert_dist_unique_id); call on rank 0 and carry it to every rank.
-pub fn nccl_unique_id() -> Result<[u8; 128]> {
-    let mut id = [0u8; 128];
+pub fn nccl_unique_id() -> Result<[u8; sys::BERT_NCCL_UNIQUE_ID_BYTES]> {
+    let mut id = [0u8; sys::BERT_NCCL_UNIQUE_ID_BYTES];
     Error::check(unsafe { sys::bert_dist_unique_id(id.as_mut_ptr()) })?;
     Ok(id)
 }
@@ -451,7 +451,7 @@ impl Session {
         Error::check(unsafe { sys::bert_param_count(self.raw(), &mut count) })?;
         (0..count)
             .map(|i| {
-                let (mut name, mut ndim, mut shape) = (ptr::null(), 0, [0i64; 4]);
+                let (mut name, mut ndim, mut shape) = (ptr::null(), 0, [0i64; sys::BERT_MAX_PARAM_DIMS]);
                 Error::check(unsafe {
                     sys::bert_param_info(self.raw(), i, &mut name, &mut ndim, shape.as_mut_ptr())
                 })?;
@@ -460,7 +460,7 @@ impl Session {
                     .into_owned();
                 Ok(Param {
                     name,
-                    shape: shape[..ndim.clamp(0, 4) as usize].to_vec(),
+                    shape: shape[..ndim.clamp(0, sys::BERT_MAX_PARAM_DIMS as i32) as usize].to_vec(),
                 })
             })
             .collect()
