@@ -82,63 +82,63 @@ class Ops {
 
   // ---- embeddings ---------------------------------------------------------------------
   // out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
-  virtual void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
-                             const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                             const float* type_emb, int64_t T, int H) = 0;
+  void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                     const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                     const float* type_emb, int64_t T, int H);
   // Accumulates (+=) dout rows into the three tables' gradients, deterministically.
-  virtual void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
-                             const int32_t* word_ids, const int32_t* pos_ids,
-                             const int32_t* type_ids, int64_t T, int H) = 0;
+  void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+                     const int32_t* word_ids, const int32_t* pos_ids,
+                     const int32_t* type_ids, int64_t T, int H);
 
   // ---- dense layers -------------------------------------------------------------------
   // out[M,N] = act(in[M,K] · W[N,K]^T + b[N]). b may be null. When act != none, pre_act[M,N]
   // receives the pre-activation for the backward pass (else it may be null).
-  virtual void linear_fwd(float* out, float* pre_act, const float* in, const float* W,
-                          const float* b, int64_t M, int K, int N, Activation act) = 0;
+  void linear_fwd(float* out, float* pre_act, const float* in, const float* W,
+                  const float* b, int64_t M, int K, int N, Activation act);
   // dpre = dout ⊙ act'(pre_act) (dpre = dout when act == none; dpre_scratch [M,N] is used
   // only when act != none). dW[N,K] += dpre^T·in, db[N] += Σ_rows dpre (db may be null),
   // din[M,K] = dpre·W (or += when accumulate_din; din may be null).
-  virtual void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
-                          const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
-                          int K, int N, Activation act, bool accumulate_din) = 0;
+  void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
+                  const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+                  int K, int N, Activation act, bool accumulate_din);
 
   // out = act(pre) over n elements (activation recomputation in backward).
-  virtual void activation_fwd(float* out, const float* pre, int64_t n, Activation act) = 0;
+  void activation_fwd(float* out, const float* pre, int64_t n, Activation act);
 
   // ---- normalisation, dropout, residual -----------------------------------------------
   // out = (in - mean)·rstd·gamma + beta per row of in[M,N]; mean[M], rstd[M] saved.
-  virtual void layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
-                             const float* gamma, const float* beta, int64_t M, int N,
-                             float eps) = 0;
+  void layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
+                     const float* gamma, const float* beta, int64_t M, int N,
+                     float eps);
   // din[M,N] = (overwritten) gradient of the input; dgamma, dbeta [N] accumulate (+=).
-  virtual void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
-                             const float* in, const float* mean, const float* rstd,
-                             const float* gamma, int64_t M, int N) = 0;
+  void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
+                     const float* in, const float* mean, const float* rstd,
+                     const float* gamma, int64_t M, int N);
   // out = dropout(in) + residual (residual may be null); n elements.
-  virtual void dropout_residual_fwd(float* out, const float* in, const float* residual,
-                                    int64_t n, const DropoutSite& site) = 0;
+  void dropout_residual_fwd(float* out, const float* in, const float* residual,
+                            int64_t n, const DropoutSite& site);
   // din = dout ⊙ mask / (1 - p) for the mask of `site`; din may alias dout.
-  virtual void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) = 0;
+  void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site);
 
   // ---- attention ----------------------------------------------------------------------
   // qkv [T, 3H] holds Q | K | V for each token (head h uses columns h*D..h*D+D-1 of each).
   // For each sequence and head: P = softmax(Q K^T / sqrt(D) + key_bias), saved into probs
   // (pre-dropout, layout per AttentionLayout::probs_offset, then [head][query][key]);
   // ctx [T,H] = dropout(P) · V. key_bias [T] is the additive mask (0 or -10000) per key token.
-  virtual void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
-                             const AttentionLayout& layout, int heads, int head_dim,
-                             const DropoutSite& site) = 0;
+  void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                     const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site);
   // dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs and the same site.
-  virtual void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                             const AttentionLayout& layout, int heads, int head_dim,
-                             const DropoutSite& site) = 0;
+  void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                     const AttentionLayout& layout, int heads, int head_dim,
+                     const DropoutSite& site);
 
   // ---- gathers for the heads ----------------------------------------------------------
   // out[i] = in[rows[i]] for i < n (rows of width H).
-  virtual void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) = 0;
+  void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H);
   // dst[rows[i]] += src[i], deterministically (rows may repeat).
-  virtual void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
-                                int H) = 0;
+  void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+                        int H);
 
   // ---- loss -----------------------------------------------------------------------------
   // Softmax cross-entropy per row of logits[M, ld] over the first V columns (columns V..ld-1
@@ -146,25 +146,71 @@ class Ops {
   // losses[M] = logsumexp - logit[label]; correct[M] = (argmax == label) (may be null);
   // dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns. dlogits may alias
   // logits.
-  virtual void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                            const int32_t* labels, int64_t M, int V, int ld,
-                            float grad_scale) = 0;
+  void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                    const int32_t* labels, int64_t M, int V, int ld,
+                    float grad_scale);
 
   // ---- optimizer ------------------------------------------------------------------------
   // host_out[s] = Σ x[i]^2 over segment s, in a fixed order (deterministic).
-  virtual void segment_sumsq(double* host_out, const float* x,
-                             const std::vector<ParamSegment>& segs) = 0;
+  void segment_sumsq(double* host_out, const float* x,
+                     const std::vector<ParamSegment>& segs);
   // Per element of each segment: g = grad·grad_scale; m = β1 m + (1-β1) g;
   // v = β2 v + (1-β2) g²; update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay_s · param.
-  virtual void adam_direction(float* update, float* m, float* v, const float* grad,
-                              const float* param, const std::vector<ParamSegment>& segs,
-                              const AdamStepArgs& args) = 0;
+  void adam_direction(float* update, float* m, float* v, const float* grad,
+                      const float* param, const std::vector<ParamSegment>& segs,
+                      const AdamStepArgs& args);
   // param -= host_scale[s] · update over each segment s.
-  virtual void apply_update(float* param, const float* update,
-                            const std::vector<ParamSegment>& segs,
-                            const std::vector<float>& host_scale) = 0;
+  void apply_update(float* param, const float* update,
+                    const std::vector<ParamSegment>& segs,
+                    const std::vector<float>& host_scale);
   // x *= a over n elements.
-  virtual void scale(float* x, float a, int64_t n) = 0;
+  void scale(float* x, float a, int64_t n);
+
+ private:
+  // The backends' implementations: called by the public methods above once the arguments
+  // passed their checks (ops.cpp), so they start at the math.
+  virtual void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                                  const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                                  const float* type_emb, int64_t T, int H) = 0;
+  virtual void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+                                  const int32_t* word_ids, const int32_t* pos_ids,
+                                  const int32_t* type_ids, int64_t T, int H) = 0;
+  virtual void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W,
+                               const float* b, int64_t M, int K, int N, Activation act) = 0;
+  virtual void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
+                               const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+                               int K, int N, Activation act, bool accumulate_din) = 0;
+  virtual void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) = 0;
+  virtual void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
+                                  const float* gamma, const float* beta, int64_t M, int N,
+                                  float eps) = 0;
+  virtual void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout,
+                                  const float* in, const float* mean, const float* rstd,
+                                  const float* gamma, int64_t M, int N) = 0;
+  virtual void dropout_residual_fwd_impl(float* out, const float* in, const float* residual,
+                                         int64_t n, const DropoutSite& site) = 0;
+  virtual void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) = 0;
+  virtual void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                                  const AttentionLayout& layout, int heads, int head_dim,
+                                  const DropoutSite& site) = 0;
+  virtual void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                                  const AttentionLayout& layout, int heads, int head_dim,
+                                  const DropoutSite& site) = 0;
+  virtual void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) = 0;
+  virtual void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+                                     int H) = 0;
+  virtual void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                                 const int32_t* labels, int64_t M, int V, int ld,
+                                 float grad_scale) = 0;
+  virtual void segment_sumsq_impl(double* host_out, const float* x,
+                                  const std::vector<ParamSegment>& segs) = 0;
+  virtual void adam_direction_impl(float* update, float* m, float* v, const float* grad,
+                                   const float* param, const std::vector<ParamSegment>& segs,
+                                   const AdamStepArgs& args) = 0;
+  virtual void apply_update_impl(float* param, const float* update,
+                                 const std::vector<ParamSegment>& segs,
+                                 const std::vector<float>& host_scale) = 0;
+  virtual void scale_impl(float* x, float a, int64_t n) = 0;
 };
 
 // Backend factories. make_cpu_ops is always available; threads <= 0 means all cores; precision

@@ -33,74 +33,74 @@ void ProfilingOps::fill_zero(void* dst, size_t bytes) {
   timed("fill_zero", [&] { inner_->fill_zero(dst, bytes); });
 }
 
-void ProfilingOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
-                                 const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                                 const float* type_emb, int64_t T, int H) {
+void ProfilingOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                                      const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                                      const float* type_emb, int64_t T, int H) {
   timed("embedding_fwd",
         [&] { inner_->embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H); });
 }
-void ProfilingOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
-                                 const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
+void ProfilingOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+                                      const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
   timed("embedding_bwd", [&] { inner_->embedding_bwd(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H); });
 }
-void ProfilingOps::linear_fwd(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M,
-                              int K, int N, Activation act) {
+void ProfilingOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M,
+                                   int K, int N, Activation act) {
   timed(linear_name(true, act), [&] { inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act); });
 }
-void ProfilingOps::linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                              const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
-                              bool accumulate_din) {
+void ProfilingOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
+                                   const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+                                   bool accumulate_din) {
   timed(linear_name(false, act),
         [&] { inner_->linear_bwd(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din); });
 }
-void ProfilingOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
+void ProfilingOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
   timed("activation_fwd", [&] { inner_->activation_fwd(out, pre, n, act); });
 }
-void ProfilingOps::layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma,
-                                 const float* beta, int64_t M, int N, float eps) {
+void ProfilingOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+                                      const float* beta, int64_t M, int N, float eps) {
   timed("layernorm_fwd", [&] { inner_->layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps); });
 }
-void ProfilingOps::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
-                                 const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
+void ProfilingOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+                                      const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
   timed("layernorm_bwd", [&] { inner_->layernorm_bwd(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N); });
 }
-void ProfilingOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
-                                        const DropoutSite& site) {
+void ProfilingOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                             const DropoutSite& site) {
   timed("dropout_residual_fwd", [&] { inner_->dropout_residual_fwd(out, in, residual, n, site); });
 }
-void ProfilingOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+void ProfilingOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
   timed("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
 }
-void ProfilingOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
-                                 const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
+void ProfilingOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                                      const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   timed("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site); });
 }
-void ProfilingOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                                 const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
+void ProfilingOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                                      const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   timed("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site); });
 }
-void ProfilingOps::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+void ProfilingOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
   timed("gather_rows", [&] { inner_->gather_rows(out, in, rows, n, H); });
 }
-void ProfilingOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H) {
+void ProfilingOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) {
   timed("scatter_add_rows", [&] { inner_->scatter_add_rows(dst, src, rows, n, H); });
 }
-void ProfilingOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                                const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+void ProfilingOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                                     const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   timed("softmax_xent", [&] { inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale); });
 }
-void ProfilingOps::segment_sumsq(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
+void ProfilingOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
   timed("segment_sumsq", [&] { inner_->segment_sumsq(host_out, x, segs); });
 }
-void ProfilingOps::adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
-                                  const std::vector<ParamSegment>& segs, const AdamStepArgs& args) {
+void ProfilingOps::adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
+                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args) {
   timed("adam_direction", [&] { inner_->adam_direction(update, m, v, grad, param, segs, args); });
 }
-void ProfilingOps::apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
-                                const std::vector<float>& host_scale) {
+void ProfilingOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                                     const std::vector<float>& host_scale) {
   timed("apply_update", [&] { inner_->apply_update(param, update, segs, host_scale); });
 }
-void ProfilingOps::scale(float* x, float a, int64_t n) {
+void ProfilingOps::scale_impl(float* x, float a, int64_t n) {
   timed("scale", [&] { inner_->scale(x, a, n); });
 }
 

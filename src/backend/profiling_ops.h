@@ -39,39 +39,41 @@ class ProfilingOps final : public Ops {
   void set_weights(const float* params, int64_t n) override { inner_->set_weights(params, n); }
   void weights_changed() override { inner_->weights_changed(); }
 
-  void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
-                     const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) override;
-  void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
-                     const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) override;
-  void linear_fwd(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
-                  int N, Activation act) override;
-  void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                  const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
-                  bool accumulate_din) override;
-  void activation_fwd(float* out, const float* pre, int64_t n, Activation act) override;
-  void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
-                     int64_t M, int N, float eps) override;
-  void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
-                     const float* rstd, const float* gamma, int64_t M, int N) override;
-  void dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
-                            const DropoutSite& site) override;
-  void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
-  void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias, const AttentionLayout& layout,
-                     int heads, int head_dim, const DropoutSite& site) override;
-  void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                     const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override;
-  void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
-  void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H) override;
-  void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
-                    int64_t M, int V, int ld, float grad_scale) override;
-  void segment_sumsq(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
-  void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
-                      const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
-  void apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
-                    const std::vector<float>& host_scale) override;
-  void scale(float* x, float a, int64_t n) override;
 
  private:
+  // Ops' implementations (their arguments were checked by the Ops method that calls them).
+  void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                          const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) override;
+  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+                          const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) override;
+  void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
+                       int N, Activation act) override;
+  void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
+                       const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+                       bool accumulate_din) override;
+  void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) override;
+  void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
+                          int64_t M, int N, float eps) override;
+  void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
+                          const float* rstd, const float* gamma, int64_t M, int N) override;
+  void dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                 const DropoutSite& site) override;
+  void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
+  void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias, const AttentionLayout& layout,
+                          int heads, int head_dim, const DropoutSite& site) override;
+  void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                          const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override;
+  void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) override;
+  void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+                         int64_t M, int V, int ld, float grad_scale) override;
+  void segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
+  void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
+                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+  void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                         const std::vector<float>& host_scale) override;
+  void scale_impl(float* x, float a, int64_t n) override;
+
   // Runs call() between two synchronisations and adds its time to timings_[op].
   template <typename Call>
   void timed(const char* op, Call&& call) {

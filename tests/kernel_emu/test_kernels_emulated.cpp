@@ -158,7 +158,7 @@ struct HostSegments {
   std::vector<int64_t> words;
   std::vector<float> value;
   kernels::SegmentTable table(const std::vector<ParamSegment>& segs, std::vector<float> values) {
-    const int64_t chunks = kernels::fill_segment_words("optimizer", segs, words);
+    const int64_t chunks = kernels::fill_segment_words(segs, words);
     value = std::move(values);
     return kernels::segment_table_at(words.data(), value.data(), static_cast<int>(segs.size()),
                                      chunks);

@@ -12,7 +12,6 @@
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_vector_math.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
@@ -56,10 +55,9 @@ void CpuOps::compute_probs_offsets(const AttentionLayout& layout, int heads) {
   seq_probs_offset_[seqs] = total;
 }
 
-void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
-                           const AttentionLayout& layout, int heads, int head_dim,
-                           const DropoutSite& site) {
-  check_attention_args("attention_fwd", layout, heads, head_dim, site);
+void CpuOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                                const AttentionLayout& layout, int heads, int head_dim,
+                                const DropoutSite& site) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
   const int64_t max_len = layout.max_len();
   const bool dropout = site.p > 0.0f;
@@ -93,10 +91,9 @@ void CpuOps::attention_fwd(float* ctx, float* probs, const float* qkv, const flo
   }
 }
 
-void CpuOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                           const AttentionLayout& layout, int heads, int head_dim,
-                           const DropoutSite& site) {
-  check_attention_args("attention_bwd", layout, heads, head_dim, site);
+void CpuOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                                const AttentionLayout& layout, int heads, int head_dim,
+                                const DropoutSite& site) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
   const int64_t max_len = layout.max_len();
   const bool dropout = site.p > 0.0f;

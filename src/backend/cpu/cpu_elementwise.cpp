@@ -4,7 +4,6 @@
 
 #include "backend/cpu/cpu_dropout.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
@@ -16,10 +15,8 @@ int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
 }  // namespace
 
-void CpuOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
-                                  const DropoutSite& site) {
-  check_element_count("dropout_residual_fwd", n);
-  check_dropout_site("dropout_residual_fwd", site);
+void CpuOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                       const DropoutSite& site) {
   const float keep_scale = dropout_keep_scale(site);
   const int64_t chunks = chunks_of(n);
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
@@ -36,9 +33,7 @@ void CpuOps::dropout_residual_fwd(float* out, const float* in, const float* resi
   }
 }
 
-void CpuOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
-  check_element_count("dropout_bwd", n);
-  check_dropout_site("dropout_bwd", site);
+void CpuOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
   if (site.p == 0.0f) {
     if (din != dout) copy(din, dout, static_cast<size_t>(n) * sizeof(float));
     return;
@@ -54,8 +49,7 @@ void CpuOps::dropout_bwd(float* din, const float* dout, int64_t n, const Dropout
   }
 }
 
-void CpuOps::scale(float* x, float a, int64_t n) {
-  check_element_count("scale", n);
+void CpuOps::scale_impl(float* x, float a, int64_t n) {
   const int64_t chunks = chunks_of(n);
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
@@ -15,10 +14,9 @@ constexpr int kColumnBlock = 128;
 
 }  // namespace
 
-void CpuOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
-                           const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                           const float* type_emb, int64_t T, int H) {
-  check_rows_shape("embedding_fwd", T, H);
+void CpuOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                                const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                                const float* type_emb, int64_t T, int H) {
 #pragma omp parallel for num_threads(threads_) if (T * H > kParallelElements)
   for (int64_t t = 0; t < T; ++t) {
     const float* w = word_emb + static_cast<int64_t>(word_ids[t]) * H;
@@ -29,10 +27,9 @@ void CpuOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* p
   }
 }
 
-void CpuOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
-                           const int32_t* word_ids, const int32_t* pos_ids,
-                           const int32_t* type_ids, int64_t T, int H) {
-  check_rows_shape("embedding_bwd", T, H);
+void CpuOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+                                const int32_t* word_ids, const int32_t* pos_ids,
+                                const int32_t* type_ids, int64_t T, int H) {
   const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for num_threads(threads_) if (T * H > kParallelElements)
   for (int blk = 0; blk < blocks; ++blk) {
@@ -51,17 +48,15 @@ void CpuOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float*
   }
 }
 
-void CpuOps::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
-  check_rows_shape("gather_rows", n, H);
+void CpuOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
 #pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     std::copy_n(in + static_cast<int64_t>(rows[i]) * H, H, out + i * H);
   }
 }
 
-void CpuOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
-                              int H) {
-  check_rows_shape("scatter_add_rows", n, H);
+void CpuOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+                                   int H) {
   const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
   for (int blk = 0; blk < blocks; ++blk) {

@@ -68,17 +68,17 @@ void layernorm_columns_bwd(float* dgamma, float* dbeta, const float* dout, const
 
 }  // namespace
 
-void CpuOps::layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
-                           const float* gamma, const float* beta, int64_t M, int N, float eps) {
+void CpuOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
+                                const float* gamma, const float* beta, int64_t M, int N, float eps) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
 #pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
   for (int64_t i = 0; i < M; ++i) layernorm_row_fwd(out + i * N, mean + i, rstd + i, in + i * N, gamma, beta, N, eps);
 }
 
-void CpuOps::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
-                           const float* in, const float* mean, const float* rstd,
-                           const float* gamma, int64_t M, int N) {
+void CpuOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout,
+                                const float* in, const float* mean, const float* rstd,
+                                const float* gamma, int64_t M, int N) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);
 #pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
   for (int64_t i = 0; i < M; ++i) layernorm_row_bwd(din + i * N, dout + i * N, in + i * N, mean[i], rstd[i], gamma, N);

@@ -7,7 +7,6 @@
 
 #include "backend/cpu/cpu_activation.h"
 #include "backend/cpu/cpu_gemm.h"
-#include "backend/op_checks.h"
 #include "core/half.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -53,9 +52,8 @@ void CpuOps::linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, 
   cpu_gemm_bf16(M, N, K, 1.0f, a, b, beta, C, ldc, threads_);
 }
 
-void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float* W,
-                        const float* b, int64_t M, int K, int N, Activation act) {
-  check_linear_shape("linear_fwd", M, K, N);
+void CpuOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W,
+                             const float* b, int64_t M, int K, int N, Activation act) {
   BERT_CHECK(act == Activation::none || pre_act != nullptr, Code::invalid_argument,
              "linear_fwd: an activation needs a pre_act buffer");
   if (M == 0) return;
@@ -73,8 +71,7 @@ void CpuOps::linear_fwd(float* out, float* pre_act, const float* in, const float
   }
 }
 
-void CpuOps::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
-  check_element_count("activation_fwd", n);
+void CpuOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
   const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
@@ -83,11 +80,9 @@ void CpuOps::activation_fwd(float* out, const float* pre, int64_t n, Activation 
   }
 }
 
-void CpuOps::linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
-                        const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
-                        int K, int N, Activation act, bool accumulate_din) {
-  check_linear_shape("linear_bwd", M, K, N);
-  check_linear_bwd_buffers(act, pre_act, dpre_scratch);
+void CpuOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
+                             const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+                             int K, int N, Activation act, bool accumulate_din) {
   if (M == 0) return;
   const float* dpre = dout;  // [M, N]
   if (act != Activation::none) {

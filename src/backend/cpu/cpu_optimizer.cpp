@@ -6,7 +6,6 @@
 
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace bert {
@@ -24,8 +23,7 @@ double sumsq_chunk(const float* x, int64_t begin, int64_t end) {
 
 }  // namespace
 
-void CpuOps::segment_sumsq(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
-  check_segments("segment_sumsq", segs);
+void CpuOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
   const size_t nseg = segs.size();
   sumsq_chunk_start_.resize(nseg + 1);
   int64_t total_chunks = 0;
@@ -51,10 +49,9 @@ void CpuOps::segment_sumsq(double* host_out, const float* x, const std::vector<P
   }
 }
 
-void CpuOps::adam_direction(float* update, float* m, float* v, const float* grad,
-                            const float* param, const std::vector<ParamSegment>& segs,
-                            const AdamStepArgs& args) {
-  check_segments("adam_direction", segs);
+void CpuOps::adam_direction_impl(float* update, float* m, float* v, const float* grad,
+                                 const float* param, const std::vector<ParamSegment>& segs,
+                                 const AdamStepArgs& args) {
   const float b1 = args.beta1, b2 = args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
   const float bc1 = args.bias_correction1, bc2 = args.bias_correction2, eps = args.eps;
   const float grad_scale = args.grad_scale;
@@ -73,9 +70,8 @@ void CpuOps::adam_direction(float* update, float* m, float* v, const float* grad
   }
 }
 
-void CpuOps::apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
-                          const std::vector<float>& host_scale) {
-  check_segments("apply_update", segs);
+void CpuOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                               const std::vector<float>& host_scale) {
   BERT_CHECK(host_scale.size() == segs.size(), Code::invalid_argument, "apply_update: ",
              host_scale.size(), " scales for ", segs.size(), " segments");
 #pragma omp parallel num_threads(threads_)

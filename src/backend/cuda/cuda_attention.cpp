@@ -8,14 +8,12 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/op_checks.h"
 
 namespace bert {
 
-void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
-                            const AttentionLayout& layout, int heads, int head_dim,
-                            const DropoutSite& site) {
-  check_attention_args("attention_fwd", layout, heads, head_dim, site);
+void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                                 const AttentionLayout& layout, int heads, int head_dim,
+                                 const DropoutSite& site) {
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
     return;
@@ -72,10 +70,9 @@ void CudaOps::attention_fwd(float* ctx, float* probs, const float* qkv, const fl
   }
 }
 
-void CudaOps::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                            const AttentionLayout& layout, int heads, int head_dim,
-                            const DropoutSite& site) {
-  check_attention_args("attention_bwd", layout, heads, head_dim, site);
+void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                                 const AttentionLayout& layout, int heads, int head_dim,
+                                 const DropoutSite& site) {
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
     return;

@@ -1,13 +1,11 @@
 // CudaOps construction, the factories, memory transfers and the ops that are a single kernel
 // family each (embeddings, rows, layernorm, dropout, loss, optimizer). Dense layers live in
-// cuda_linear.cpp and attention in cuda_attention.cpp. Argument checks are the shared ones
-// of backend/op_checks.h.
+// cuda_linear.cpp and attention in cuda_attention.cpp. Arguments arrive checked (Ops in ops.cpp).
 #include "backend/cuda/cuda_ops.h"
 
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/op_checks.h"
 
 namespace bert {
 
@@ -129,31 +127,27 @@ void CudaOps::weights_changed() {
 
 // ---- embeddings and rows ----------------------------------------------------------------
 
-void CudaOps::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
-                            const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                            const float* type_emb, int64_t T, int H) {
-  check_rows_shape("embedding_fwd", T, H);
+void CudaOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+                                 const int32_t* type_ids, const float* word_emb, const float* pos_emb,
+                                 const float* type_emb, int64_t T, int H) {
   kernels::embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H,
                          stream_);
 }
 
-void CudaOps::embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
-                            const int32_t* word_ids, const int32_t* pos_ids,
-                            const int32_t* type_ids, int64_t T, int H) {
-  check_rows_shape("embedding_bwd", T, H);
+void CudaOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+                                 const int32_t* word_ids, const int32_t* pos_ids,
+                                 const int32_t* type_ids, int64_t T, int H) {
   scatter_add_rows(dword, dout, word_ids, T, H);
   scatter_add_rows(dpos, dout, pos_ids, T, H);
   scatter_add_rows(dtype, dout, type_ids, T, H);
 }
 
-void CudaOps::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
-  check_rows_shape("gather_rows", n, H);
+void CudaOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
   kernels::gather_rows(out, in, rows, n, H, stream_);
 }
 
-void CudaOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
-                               int H) {
-  check_rows_shape("scatter_add_rows", n, H);
+void CudaOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+                                    int H) {
   if (n == 0) return;
   const size_t bytes = kernels::scatter_add_scratch_bytes(n);
   kernels::scatter_add_rows(dst, src, rows, n, H, sort_->get(bytes), bytes, stream_);
@@ -161,16 +155,16 @@ void CudaOps::scatter_add_rows(float* dst, const float* src, const int32_t* rows
 
 // ---- normalisation, dropout ---------------------------------------------------------------
 
-void CudaOps::layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
-                            const float* gamma, const float* beta, int64_t M, int N, float eps) {
+void CudaOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
+                                 const float* gamma, const float* beta, int64_t M, int N, float eps) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
   kernels::layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps, stream_);
 }
 
-void CudaOps::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
-                            const float* in, const float* mean, const float* rstd,
-                            const float* gamma, int64_t M, int N) {
+void CudaOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout,
+                                 const float* in, const float* mean, const float* rstd,
+                                 const float* gamma, int64_t M, int N) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);
   if (M == 0) return;
   kernels::layernorm_bwd_input(din, dout, in, mean, rstd, gamma, M, N, stream_);
@@ -179,23 +173,19 @@ void CudaOps::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float
                                 partials_->get_as<double>(partials), stream_);
 }
 
-void CudaOps::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
-                                   const DropoutSite& site) {
-  check_element_count("dropout_residual_fwd", n);
-  check_dropout_site("dropout_residual_fwd", site);
+void CudaOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                        const DropoutSite& site) {
   kernels::dropout_residual_fwd(out, in, residual, n, site, 1.0f / (1.0f - site.p), 0, stream_);
 }
 
-void CudaOps::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
-  check_element_count("dropout_bwd", n);
-  check_dropout_site("dropout_bwd", site);
+void CudaOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
   kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
 }
 
 // ---- loss -------------------------------------------------------------------------------
 
-void CudaOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                           const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+void CudaOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                                const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
              " V=", V, " ld=", ld);
   // Labels are checked on the host like the CPU does (one small copy per loss evaluation).
@@ -209,11 +199,10 @@ void CudaOps::softmax_xent(float* dlogits, float* losses, int32_t* correct, cons
 
 // ---- optimizer --------------------------------------------------------------------------
 
-kernels::SegmentTable CudaOps::upload_segments(const char* op,
-                                               const std::vector<ParamSegment>& segs,
+kernels::SegmentTable CudaOps::upload_segments(const std::vector<ParamSegment>& segs,
                                                const std::vector<float>& values) {
   const size_t S = segs.size();
-  const int64_t chunks = kernels::fill_segment_words(op, segs, host_table_);
+  const int64_t chunks = kernels::fill_segment_words(segs, host_table_);
   const size_t table_bytes = host_table_.size() * sizeof(int64_t);
   const size_t value_bytes = std::max<size_t>(S, 1) * sizeof(float);
   char* device = static_cast<char*>(table_->get(table_bytes + value_bytes));
@@ -229,11 +218,11 @@ kernels::SegmentTable CudaOps::upload_segments(const char* op,
                                    static_cast<int>(S), chunks);
 }
 
-void CudaOps::segment_sumsq(double* host_out, const float* x,
-                            const std::vector<ParamSegment>& segs) {
+void CudaOps::segment_sumsq_impl(double* host_out, const float* x,
+                                 const std::vector<ParamSegment>& segs) {
   if (segs.empty()) return;
   host_values_.assign(segs.size(), 0.0f);
-  const kernels::SegmentTable table = upload_segments("segment_sumsq", segs, host_values_);
+  const kernels::SegmentTable table = upload_segments(segs, host_values_);
   double* partials =
       partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(table.chunks, 1)));
   double* sums = sums_->get_as<double>(segs.size());
@@ -241,28 +230,27 @@ void CudaOps::segment_sumsq(double* host_out, const float* x,
   download(host_out, sums, segs.size() * sizeof(double));
 }
 
-void CudaOps::adam_direction(float* update, float* m, float* v, const float* grad,
-                             const float* param, const std::vector<ParamSegment>& segs,
-                             const AdamStepArgs& args) {
+void CudaOps::adam_direction_impl(float* update, float* m, float* v, const float* grad,
+                                  const float* param, const std::vector<ParamSegment>& segs,
+                                  const AdamStepArgs& args) {
   if (segs.empty()) return;
   host_values_.resize(segs.size());
   for (size_t s = 0; s < segs.size(); ++s) host_values_[s] = segs[s].weight_decay;
-  const kernels::SegmentTable table = upload_segments("adam_direction", segs, host_values_);
+  const kernels::SegmentTable table = upload_segments(segs, host_values_);
   kernels::adam_direction(update, m, v, grad, param, table, args, stream_);
 }
 
-void CudaOps::apply_update(float* param, const float* update,
-                           const std::vector<ParamSegment>& segs,
-                           const std::vector<float>& host_scale) {
+void CudaOps::apply_update_impl(float* param, const float* update,
+                                const std::vector<ParamSegment>& segs,
+                                const std::vector<float>& host_scale) {
   BERT_CHECK(host_scale.size() == segs.size(), Code::invalid_argument, "apply_update: ",
              host_scale.size(), " scales for ", segs.size(), " segments");
   if (segs.empty()) return;
-  const kernels::SegmentTable table = upload_segments("apply_update", segs, host_scale);
+  const kernels::SegmentTable table = upload_segments(segs, host_scale);
   kernels::apply_update(param, update, table, stream_);
 }
 
-void CudaOps::scale(float* x, float a, int64_t n) {
-  check_element_count("scale", n);
+void CudaOps::scale_impl(float* x, float a, int64_t n) {
   kernels::scale(x, a, n, stream_);
 }
 

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/op_checks.h"
 #include "backend/ops.h"
 
 namespace bert::kernels {
@@ -77,11 +76,8 @@ struct SegmentTable {
 constexpr int64_t kSegmentChunk = 16384;  // elements per chunk of a segment
 
 // A SegmentTable's index in one array of 3·S + 1 words: chunk_start [S + 1] | offset [S] |
-// size [S] (filled on the host, then copied to the device), for op `op`'s segments (checked).
-// Returns the number of chunks.
-inline int64_t fill_segment_words(const char* op, const std::vector<ParamSegment>& segs,
-                                  std::vector<int64_t>& words) {
-  check_segments(op, segs);
+// size [S] (filled on the host, then copied to the device). Returns the number of chunks.
+inline int64_t fill_segment_words(const std::vector<ParamSegment>& segs, std::vector<int64_t>& words) {
   const size_t S = segs.size();
   words.assign(3 * S + 1, 0);
   int64_t* chunk_start = words.data();
