@@ -1,7 +1,7 @@
 // Activation kernels for dense layers whose activation is not fused into the cuBLASLt
 // epilogue: out = act(pre) forward and dpre = dout ⊙ act'(pre) backward, elementwise.
 #include "activation.cuh"
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/activation.h"
 #include "common.cuh"
 
 namespace bert::kernels {

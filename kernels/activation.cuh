@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "backend/ops.h"
+#include "core/op_params.h"
 
 namespace bert::kernels {
 

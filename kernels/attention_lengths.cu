@@ -2,7 +2,7 @@
 // per sequence, while the model describes padding with the additive key_bias (0 or -10000 per
 // key token). One warp per sequence counts the leading keys whose bias is 0; BERT's input_mask
 // is a prefix of ones, so this is the sequence's real length.
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/attention_lengths.h"
 #include "common.cuh"
 
 namespace bert::kernels {

@@ -2,7 +2,7 @@
 // backward, for the reference attention path (the GEMMs run in cuBLASLt). One warp per query
 // row of one sequence's [heads·L, L] block; the dropout element index is the index in the saved
 // probabilities array (probs_offset + row·L + key), as on the CPU.
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/attention_softmax.h"
 #include "common.cuh"
 #include "core/philox.h"
 

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/cast.h"
 #include "common.cuh"
 
 namespace bert::kernels {

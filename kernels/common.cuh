@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "backend/cuda/cuda_check.h"
+#include "kernels/launch_check.h"
 
 namespace bert::kernels {
 

@@ -1,7 +1,7 @@
 // Dropout (+ residual) forward and dropout backward with counter-based Philox (core/philox.h).
 // Each thread owns one Philox group of four consecutive element indices, so the mask equals the
 // CPU's bit for bit: element i is kept when philox_uniform_at(seed, step, tensor_id, i) >= p.
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/dropout.h"
 #include "common.cuh"
 #include "core/philox.h"
 

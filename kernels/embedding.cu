@@ -1,6 +1,6 @@
 // Embedding forward: out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]], summed
 // left to right as on the CPU. The backward is three deterministic scatter-adds (rows.cu).
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/embedding.h"
 #include "common.cuh"
 
 namespace bert::kernels {

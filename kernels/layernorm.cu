@@ -1,7 +1,7 @@
 // LayerNorm forward/backward with fp32 statistics: one block per row for the forward and the
 // input gradient; dgamma/dbeta are reduced over fixed row chunks into double partials and then
 // summed per column in chunk order (deterministic, same formulas as the CPU reference).
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/layernorm.h"
 #include "common.cuh"
 
 namespace bert::kernels {

@@ -1,7 +1,7 @@
 // Multi-tensor optimizer kernels over the flat parameter buffer: the Adam direction shared by
 // LAMB and AdamW (moments updated in place, fp32 master state), the per-segment scaled update,
 // and a plain scale. One launch covers every segment through a chunk table (SegmentTable).
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/optimizer.h"
 #include "common.cuh"
 
 namespace bert::kernels {

@@ -1,7 +1,7 @@
 // Deterministic reductions: column sums (bias gradients) over fixed row chunks, and per-segment
 // sums of squares (global gradient norm, LAMB trust ratios) over fixed element chunks. Partials
 // are double and are combined by fixed-order trees and loops, never by atomics.
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/reduce.h"
 #include "common.cuh"
 
 namespace bert::kernels {

@@ -4,7 +4,7 @@
 // same summation order as the CPU reference.
 #include <cub/device/device_radix_sort.cuh>
 
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/rows.h"
 #include "common.cuh"
 
 namespace bert::kernels {

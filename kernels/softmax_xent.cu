@@ -1,7 +1,7 @@
 // Softmax cross-entropy fused with its gradient, one block per row of logits[M, ld] over the
 // first V columns (columns V..ld-1 are padding: excluded, gradient 0). Rows with a negative
 // label are ignored (loss 0, not correct, gradient 0). argmax takes the first maximal column.
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/softmax_xent.h"
 #include "common.cuh"
 
 namespace bert::kernels {

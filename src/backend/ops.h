@@ -11,19 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/op_params.h"
+
 namespace bert {
-
-enum class Activation { none, gelu_erf, gelu_tanh, tanh };
-
-// One dropout application. Element i of the tensor is kept when
-// philox_uniform_at(seed, step, tensor_id, i) >= p, and kept values are scaled by 1/(1-p).
-// p == 0 means identity (no random numbers drawn).
-struct DropoutSite {
-  uint64_t seed = 0;
-  uint64_t step = 0;
-  uint32_t tensor_id = 0;
-  float p = 0.0f;
-};
 
 // Sequences of a micro-batch laid back to back as token rows. Padded batches use
 // seq_start = {0, S, 2S, ...}; unpadded (packed) batches use each sequence's own length.
@@ -44,14 +34,6 @@ struct ParamSegment {
   int64_t offset = 0;
   int64_t size = 0;
   float weight_decay = 0.0f;
-};
-
-// Adam moment update shared by LAMB and AdamW (see optim/).
-struct AdamStepArgs {
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f;
-  float bias_correction1 = 1.0f;  // 1 - beta1^t (1 when bias correction is off)
-  float bias_correction2 = 1.0f;  // 1 - beta2^t
-  float grad_scale = 1.0f;        // applied to the raw gradient first (averaging and clipping)
 };
 
 class Ops {

@@ -14,11 +14,11 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cuda/kernel_launch.h"
 #include "core/error.h"
 #include "dist/deadline.h"
 #include "dist/launch.h"
 #include "dist/tcp_rendezvous.h"
+#include "kernels/cast.h"
 
 #define BERT_NCCL_CHECK(call)                                                                          \
   do {                                                                                                 \

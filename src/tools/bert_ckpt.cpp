@@ -19,7 +19,7 @@
 #include "ckpt/import_source.h"
 #include "ckpt/tf_bundle.h"
 #include "core/error.h"
-#include "data/tfrecord.h"
+#include "prep/tfrecord.h"
 
 namespace {
 

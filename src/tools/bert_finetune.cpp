@@ -25,7 +25,7 @@
 
 #include "bert.h"
 #include "core/error.h"
-#include "data/conll.h"
+#include "tasks/conll.h"
 #include "finetune_common.h"
 #include "tool_common.h"
 

@@ -20,15 +20,15 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/progress.h"
-#include "data/shard_builder.h"
-#include "data/shard_inspect.h"
-#include "data/shard_rewrite.h"
-#include "data/text_corpus.h"
-#include "data/tfrecord_shards.h"
-#include "data/tokenizer.h"
-#include "data/vocab.h"
-#include "data/vocab_trainer.h"
+#include "prep/progress.h"
+#include "prep/shard_builder.h"
+#include "prep/shard_inspect.h"
+#include "prep/shard_rewrite.h"
+#include "prep/text_corpus.h"
+#include "prep/tfrecord_shards.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
+#include "prep/vocab_trainer.h"
 
 namespace {
 

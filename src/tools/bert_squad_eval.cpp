@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "data/squad_metrics.h"
+#include "tasks/squad_metrics.h"
 
 namespace {
 

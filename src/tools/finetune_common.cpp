@@ -9,7 +9,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_interop.h"
 #include "core/error.h"
-#include "data/task_metrics.h"
+#include "tasks/task_metrics.h"
 #include "tool_common.h"
 
 namespace bert_tools {

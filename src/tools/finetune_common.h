@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bert.h"
-#include "data/glue.h"
-#include "data/tokenizer.h"
+#include "tasks/glue.h"
+#include "text/tokenizer.h"
 
 namespace bert_tools {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/text_corpus.h"
+#include "prep/text_corpus.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

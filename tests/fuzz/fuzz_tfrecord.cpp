@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "data/tfrecord.h"
+#include "prep/tfrecord.h"
 #include "fuzz_common.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/tokenizer.h"
-#include "data/vocab.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 #include "fuzz_common.h"
 
 namespace {

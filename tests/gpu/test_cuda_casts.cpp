@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/cast.h"
 #include "core/half.h"
 
 namespace bert {

@@ -15,10 +15,20 @@
 
 #include "../unit/test_cpu_ops_common.h"
 #include "backend/cpu/cpu_activation.h"
-#include "backend/cuda/kernel_launch.h"
 #include "core/half.h"
 #include "core/philox.h"
 #include "cuda_emu.h"
+#include "kernels/activation.h"
+#include "kernels/attention_lengths.h"
+#include "kernels/attention_softmax.h"
+#include "kernels/cast.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/optimizer.h"
+#include "kernels/reduce.h"
+#include "kernels/rows.h"
+#include "kernels/softmax_xent.h"
 
 namespace bert {
 namespace {

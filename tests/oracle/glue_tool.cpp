@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "data/conll.h"
-#include "data/glue.h"
-#include "data/task_metrics.h"
+#include "tasks/conll.h"
+#include "tasks/glue.h"
+#include "tasks/task_metrics.h"
 
 int main(int argc, char** argv) {
   try {

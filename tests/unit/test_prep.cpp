@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/pretraining_instances.h"
-#include "data/sentence_splitter.h"
+#include "prep/pretraining_instances.h"
+#include "prep/sentence_splitter.h"
 #include "data/shard_reader.h"
-#include "data/shard_writer.h"
-#include "data/text_corpus.h"
-#include "data/tokenizer.h"
-#include "data/vocab.h"
-#include "data/vocab_trainer.h"
+#include "prep/shard_writer.h"
+#include "prep/text_corpus.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
+#include "prep/vocab_trainer.h"
 
 namespace bert {
 namespace {

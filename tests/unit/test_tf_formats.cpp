@@ -16,7 +16,7 @@
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/proto_wire.h"
-#include "data/tfrecord.h"
+#include "prep/tfrecord.h"
 
 namespace {
 

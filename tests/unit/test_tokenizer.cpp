@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/tokenizer.h"
-#include "data/vocab.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 namespace bert {
 namespace {

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/cast.h"
 
 namespace bert {
 namespace {

@@ -8,6 +8,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "kernels/attention_softmax.h"
+#include "kernels/dropout.h"
 
 namespace bert {
 

@@ -7,6 +7,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "kernels/activation.h"
+#include "kernels/reduce.h"
 
 namespace bert {
 namespace {

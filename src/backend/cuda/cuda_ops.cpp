@@ -6,6 +6,13 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "kernels/cast.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/optimizer.h"
+#include "kernels/rows.h"
+#include "kernels/softmax_xent.h"
 
 namespace bert {
 

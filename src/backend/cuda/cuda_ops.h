@@ -15,8 +15,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/fused_attention.h"
-#include "backend/cuda/kernel_launch.h"
 #include "backend/ops.h"
+#include "kernels/reduce.h"
 
 namespace bert {
 

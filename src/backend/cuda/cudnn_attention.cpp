@@ -20,6 +20,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fused_attention.h"
 #include "core/log.h"
+#include "kernels/attention_lengths.h"
+#include "kernels/cast.h"
 
 #define CUDNN_CHECK(call)                                                                   \
   do {                                                                                      \

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "backend/cuda/cuda_memory.h"
-#include "backend/cuda/kernel_launch.h"
 #include "backend/ops.h"
+#include "kernels/cast.h"
 
 namespace bert {
 

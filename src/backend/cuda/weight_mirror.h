@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_memory.h"
-#include "backend/cuda/kernel_launch.h"
+#include "kernels/cast.h"
 
 namespace bert {
 

@@ -1,0 +1,23 @@
+// Launchers of kernels/rows.cu: row gathers and deterministic scatter-adds (the heads' masked rows,
+// embedding gradients). Gathers and deterministic scatter-adds of rows.
+// Each enqueues its kernels on `stream`, checks the launch and returns without synchronising;
+// pointers are device memory, shapes follow src/backend/ops.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bert::kernels {
+
+void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H,
+                 cudaStream_t stream);
+// Bytes of scratch scatter_add_rows needs for n rows.
+size_t scatter_add_scratch_bytes(int64_t n);
+// dst[rows[i]] += src[i]: rows are stably sorted, and each distinct row is summed by one block
+// in increasing i, starting from dst's value (the CPU's order, so results are bitwise equal).
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H,
+                      void* scratch, size_t scratch_bytes, cudaStream_t stream);
+
+}  // namespace bert::kernels

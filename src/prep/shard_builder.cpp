@@ -1,0 +1,216 @@
+// Shard planning, the worker pool, and per-shard instance creation.
+#include "prep/shard_builder.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "prep/progress.h"
+
+namespace bert {
+namespace fs = std::filesystem;
+namespace {
+
+struct ShardTask {
+  bool eval = false;
+  int index = 0;
+  size_t begin = 0, end = 0;  // range in the shuffled document order
+};
+
+std::string shard_name(int index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shard_%05d.hdf5", index);
+  return buf;
+}
+
+void prepare_dir(const fs::path& dir, bool overwrite) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(Code::io, "cannot create output directory '", dir.string(), "': ", ec.message());
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".hdf5" && ext != ".tmp") continue;
+    if (!overwrite) {
+      fail(Code::invalid_argument, "output directory '", dir.string(), "' already holds shards (",
+           entry.path().filename().string(), "); pass --overwrite to replace them");
+    }
+    fs::remove(entry.path(), ec);
+  }
+}
+
+void validate(const ShardBuildOptions& o, const Vocab& vocab) {
+  const InstanceOptions& in = o.instances;
+  if (in.max_seq_length < 5 || in.max_seq_length > 65535) {
+    fail(Code::invalid_argument, "--max-seq-length ", in.max_seq_length, " must be in [5, 65535]");
+  }
+  if (in.max_predictions < 1 || in.max_predictions > in.max_seq_length) {
+    fail(Code::invalid_argument, "--max-predictions ", in.max_predictions, " must be in [1, max_seq_length]");
+  }
+  if (!(in.masked_lm_prob > 0 && in.masked_lm_prob < 1)) fail(Code::invalid_argument, "--masked-lm-prob must be in (0, 1)");
+  if (!(in.short_seq_prob >= 0 && in.short_seq_prob <= 1)) fail(Code::invalid_argument, "--short-seq-prob must be in [0, 1]");
+  if (o.dupe_factor < 1) fail(Code::invalid_argument, "--dupe-factor must be >= 1");
+  if (o.num_shards < 0 || o.eval_shards < 1) fail(Code::invalid_argument, "--shards and --eval-shards must be positive");
+  if (!(o.eval_fraction >= 0 && o.eval_fraction < 1)) fail(Code::invalid_argument, "--eval-fraction must be in [0, 1)");
+  if (o.write.format == ShardOutputFormat::mlperf && (vocab.size() > 32768 || in.max_seq_length > 32767)) {
+    fail(Code::invalid_argument, "the MLPerf format stores int16 ids and positions: vocab '", vocab.origin(), "' has ",
+         vocab.size(), " tokens (max 32768)");
+  }
+  if (o.output_dir.empty()) fail(Code::invalid_argument, "no output directory given (--output)");
+}
+
+}  // namespace
+
+ShardBuildSummary build_shards(const ShardBuildOptions& o, const Tokenizer& tokenizer) {
+  const Vocab& vocab = tokenizer.vocab();
+  validate(o, vocab);
+  ShardBuildSummary sum;
+  const std::vector<CorpusFile> files = list_corpus_files(o.inputs);
+  sum.files = files.size();
+  for (const CorpusFile& f : files) sum.input_bytes += f.size;
+  const std::vector<DocumentRange> docs = index_documents(files, o.documents);
+  sum.documents = docs.size();
+  if (docs.empty()) fail(Code::data, "the input holds no documents (only blank lines or empty files)");
+
+  std::vector<uint64_t> order(docs.size());
+  std::iota(order.begin(), order.end(), 0);
+  PrepRandom(o.seed, 0).shuffle(order);
+
+  size_t n_eval = 0;
+  if (o.eval_fraction > 0 && docs.size() >= 2) {
+    n_eval = std::clamp<size_t>(static_cast<size_t>(std::llround(o.eval_fraction * static_cast<double>(docs.size()))), 1,
+                                docs.size() - 1);
+  }
+  const size_t n_train = docs.size() - n_eval;
+  const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  uint64_t train_bytes = 0;
+  for (size_t i = n_eval; i < docs.size(); ++i) train_bytes += docs[order[i]].end - docs[order[i]].begin;
+  size_t shards = o.num_shards > 0 ? static_cast<size_t>(o.num_shards)
+                                   : std::max<size_t>(static_cast<size_t>(threads), (train_bytes >> 25) + 1);
+  shards = std::min(shards, n_train);
+  const size_t eval_shards = std::min(static_cast<size_t>(o.eval_shards), n_eval);
+
+  std::vector<ShardTask> tasks;
+  for (size_t k = 0; k < shards; ++k) {
+    tasks.push_back({false, static_cast<int>(k), n_eval + k * n_train / shards, n_eval + (k + 1) * n_train / shards});
+  }
+  for (size_t k = 0; k < eval_shards; ++k) {
+    tasks.push_back({true, static_cast<int>(k), k * n_eval / eval_shards, (k + 1) * n_eval / eval_shards});
+  }
+  const fs::path out(o.output_dir);
+  prepare_dir(out / "train", o.overwrite);
+  if (eval_shards > 0) prepare_dir(out / "eval", o.overwrite);
+
+  uint64_t doc_bytes = 0;
+  for (const DocumentRange& d : docs) doc_bytes += d.end - d.begin;
+  Progress progress("shards", doc_bytes);
+  std::mutex sum_mutex;
+  std::atomic<size_t> next_task{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+
+  auto worker = [&]() {
+    DocumentReader reader(files);
+    std::string text;
+    std::vector<std::string_view> sentences;
+    std::vector<TokenizedDocument> tdocs;
+    InstanceBuffer instances;
+    try {
+      for (size_t t; !failed && (t = next_task.fetch_add(1)) < tasks.size();) {
+        const ShardTask& task = tasks[t];
+        TokenizeCounts counts;
+        MaskCounts masks;
+        uint64_t empty_docs = 0, n_sentences = 0;
+        tdocs.clear();
+        for (size_t i = task.begin; i < task.end; ++i) {
+          const DocumentRange& range = docs[order[i]];
+          reader.read(range, text);
+          document_sentences(text, o.sentences, sentences);
+          TokenizedDocument doc;
+          for (std::string_view s : sentences) {
+            const size_t before = doc.tokens.size();
+            tokenizer.encode(s, doc.tokens, &counts);
+            if (doc.tokens.size() > before) doc.sentence_ends.push_back(static_cast<uint32_t>(doc.tokens.size()));
+          }
+          n_sentences += doc.sentences();
+          if (doc.sentences() == 0) {
+            ++empty_docs;
+          } else {
+            tdocs.push_back(std::move(doc));
+          }
+          progress.add(range.end - range.begin, 1);
+        }
+        PrepRandom rng(o.seed, 1 + t);
+        rng.shuffle(tdocs);
+        instances = InstanceBuffer{};
+        for (int d = 0; d < o.dupe_factor; ++d) {
+          for (size_t i = 0; i < tdocs.size(); ++i) {
+            create_instances_from_document(tdocs, i, o.instances, vocab, rng, instances, masks);
+          }
+        }
+        std::vector<uint32_t> perm(instances.size());
+        std::iota(perm.begin(), perm.end(), 0u);
+        rng.shuffle(perm);
+        const fs::path path = out / (task.eval ? "eval" : "train") / shard_name(task.index);
+        const uint64_t written = write_shard(path.string(), instances, perm, o.write);
+
+        std::lock_guard<std::mutex> lock(sum_mutex);
+        sum.tokens.add(counts);
+        sum.masks.masked += masks.masked;
+        sum.masks.replaced_mask += masks.replaced_mask;
+        sum.masks.kept += masks.kept;
+        sum.masks.random += masks.random;
+        sum.empty_documents += empty_docs;
+        sum.sentences += n_sentences;
+        sum.bytes_written += written;
+        sum.empty_shards += instances.size() == 0;
+        (task.eval ? sum.eval_instances : sum.train_instances) += instances.size();
+        ++(task.eval ? sum.eval_shards : sum.train_shards);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(sum_mutex);
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t n_threads = std::min(static_cast<size_t>(threads), tasks.size());
+  for (size_t i = 0; i < n_threads; ++i) pool.emplace_back(worker);
+  for (std::thread& th : pool) th.join();
+  sum.seconds = progress.finish();
+  if (error) std::rethrow_exception(error);
+
+  nlohmann::json meta = {
+      {"tool", "bert-prep shards"},
+      {"vocab", vocab.origin()},
+      {"vocab_size", vocab.size()},
+      {"lower_case", tokenizer.options().lower_case},
+      {"max_seq_length", o.instances.max_seq_length},
+      {"max_predictions_per_seq", o.instances.max_predictions},
+      {"masked_lm_prob", o.instances.masked_lm_prob},
+      {"short_seq_prob", o.instances.short_seq_prob},
+      {"whole_word_mask", o.instances.whole_word_mask},
+      {"dupe_factor", o.dupe_factor},
+      {"seed", o.seed},
+      {"format", o.write.format == ShardOutputFormat::dle ? "dle" : "mlperf"},
+      {"documents", sum.documents},
+      {"train_shards", sum.train_shards},
+      {"eval_shards", sum.eval_shards},
+      {"train_instances", sum.train_instances},
+      {"eval_instances", sum.eval_instances},
+  };
+  std::ofstream meta_file(out / "bert_prep_shards.json");
+  meta_file << meta.dump(2) << "\n";
+  if (!meta_file) fail(Code::io, "cannot write '", (out / "bert_prep_shards.json").string(), "'");
+  return sum;
+}
+
+}  // namespace bert
