@@ -62,7 +62,7 @@ DeviceModel device_model(const std::string& name) {
     d.bandwidth = 2.0e12;
     d.host_link = 25e9;
   } else {
-    fail(Code::invalid_argument, "cost model: unknown device '", name, "' (known: h100, a100)");
+    fail(Code::invalid_argument, "unknown device '", name, "' (known: h100, a100)");
   }
   return d;
 }
