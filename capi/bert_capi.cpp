@@ -444,7 +444,7 @@ bert_status bert_session_memory(const bert_session* session, bert_memory_info* i
     info->parameter_bytes = flat;
     const bool training = !s.model().inference();
     info->gradient_bytes = training ? flat : 0;
-    info->optimizer_bytes = training ? 3 * flat : 0;
+    info->optimizer_bytes = 3 * static_cast<uint64_t>(s.optimizer_elems()) * sizeof(float);  // m, v, update
     info->activation_bytes = s.model().arena_bytes();
     info->peak_device_bytes = s.ops().peak_bytes();
   });

@@ -1,18 +1,52 @@
 // Softmax cross-entropy fused with its gradient, one block per row of logits[M, ld] over the
 // first V columns (columns V..ld-1 are padding: excluded, gradient 0). Rows with a negative
 // label are ignored (loss 0, not correct, gradient 0). argmax takes the first maximal column.
+// Labels >= V are counted on the device (block 0 scans them into a status word the host reads
+// at its next synchronisation), so the launch needs no host copy of the labels and no sync.
 #include "kernels/softmax_xent.h"
 #include "common.cuh"
 
 namespace bert::kernels {
 namespace {
 
+// Block 0's extra duty: status[0] += labels >= V among labels[0, rows); when status[0] was 0,
+// status[1..3] receive the first such row, its label and V (fixed-order reductions).
+__device__ void count_bad_labels(int32_t* status, const int32_t* labels, int rows, int V) {
+  __shared__ int s_count[32];
+  __shared__ int s_first[32];
+  int count = 0, first = rows;
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+    if (labels[i] >= V) {
+      ++count;
+      first = min(first, i);
+    }
+  }
+  count = block_sum(count, s_count);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
+  if (lane == 0) s_first[warp] = first;
+  __syncthreads();
+  first = lane < warps ? s_first[lane] : rows;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    first = min(first, __shfl_xor_sync(0xffffffffu, first, offset));
+  if (threadIdx.x == 0 && count > 0) {
+    if (status[0] == 0) {
+      status[1] = first;
+      status[2] = labels[first];
+      status[3] = V;
+    }
+    status[0] += count;
+  }
+}
+
 __global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* correct,
                                     const float* logits, const int32_t* labels, int V, int ld,
-                                    float grad_scale) {
+                                    float grad_scale, int32_t* label_status, int rows) {
   __shared__ float s_max[32];
   __shared__ int s_idx[32];
   __shared__ float s_sum[32];
+  if (blockIdx.x == 0) count_bad_labels(label_status, labels, rows, V);
   const int64_t row = blockIdx.x;
   const float* x = logits + row * ld;  // [ld]
   float* dx = dlogits + row * ld;      // [ld] (may alias x)
@@ -81,11 +115,12 @@ __global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* corr
 
 void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
                   const int32_t* labels, int64_t M, int V, int ld, float grad_scale,
-                  cudaStream_t stream) {
+                  int32_t* label_status, cudaStream_t stream) {
   if (M == 0) return;
   BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "softmax_xent: ", M, " rows is too many");
   softmax_xent_kernel<<<static_cast<unsigned>(M), 512, 0, stream>>>(
-      dlogits, losses, correct, logits, labels, V, ld, grad_scale);
+      dlogits, losses, correct, logits, labels, V, ld, grad_scale, label_status,
+      static_cast<int>(M));
   CUDA_CHECK(cudaGetLastError());
 }
 

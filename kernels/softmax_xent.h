@@ -10,8 +10,10 @@
 
 namespace bert::kernels {
 
+// label_status [4] (device): [0] += the number of labels >= V; when [0] was 0 before, [1..3]
+// receive the first such row, its label and V. Those rows' outputs are undefined.
 void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
                   const int32_t* labels, int64_t M, int V, int ld, float grad_scale,
-                  cudaStream_t stream);
+                  int32_t* label_status, cudaStream_t stream);
 
 }  // namespace bert::kernels

@@ -1,5 +1,5 @@
 // Communicator defaults shared by every backend: the wire-precision names and the immediate
-// (non-overlapping) form of start_allreduce_sum.
+// (non-overlapping) form of start_allreduce_sum, and reduce-scatter as an all-reduce.
 #include "dist/communicator.h"
 
 #include "core/error.h"
@@ -18,6 +18,12 @@ void Communicator::start_allreduce_sum(float* data, int64_t n, WirePrecision wir
     fail(Code::unsupported, "config key 'dist.wire_precision': the ", name(),
          " communicator reduces gradients in fp32 only");
   }
+  allreduce_sum(data, n);
+}
+
+void Communicator::reduce_scatter_sum(float* data, const std::vector<int64_t>& counts) {
+  int64_t n = 0;
+  for (int64_t c : counts) n += c;
   allreduce_sum(data, n);
 }
 

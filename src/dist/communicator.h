@@ -40,6 +40,15 @@ class Communicator {
   virtual void allreduce_host(float* data, int64_t n, ReduceOp op) = 0;
   // Copies rank 0's n floats (backend memory) to every rank.
   virtual void broadcast(float* data, int64_t n) = 0;
+  // In-place sum over ranks of n doubles in host memory (per-tensor norms of a sharded optimizer).
+  virtual void allreduce_sum_host(double* data, int64_t n) = 0;
+  // Reduce-scatter in place over backend memory split into consecutive ranges, counts[r] floats
+  // for rank r (counts has world_size() entries): afterwards this rank's range holds the sum over
+  // ranks of that range; the rest of data is unspecified. This default all-reduces the whole
+  // buffer (correct, at twice the traffic) for communicators without a reduce-scatter.
+  virtual void reduce_scatter_sum(float* data, const std::vector<int64_t>& counts);
+  // All-gather in place: every rank's range (as for reduce_scatter_sum) is copied to all ranks.
+  virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
   // Every rank's `text`, indexed by rank (checkpoints gather the data cursors with it).
   // The single-rank default returns {text}; multi-rank communicators override it.
   virtual std::vector<std::string> allgather_text(const std::string& text) { return {text}; }

@@ -13,6 +13,9 @@ class LocalCommunicator : public Communicator {
   void allreduce_sum(float*, int64_t) override {}
   void allreduce_host(float*, int64_t, ReduceOp) override {}
   void broadcast(float*, int64_t) override {}
+  void allreduce_sum_host(double*, int64_t) override {}
+  void reduce_scatter_sum(float*, const std::vector<int64_t>&) override {}
+  void all_gather(float*, const std::vector<int64_t>&) override {}
 };
 
 }  // namespace

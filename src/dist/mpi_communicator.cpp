@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -209,6 +210,41 @@ class MpiCommunicator : public Communicator {
     wait("broadcast", n, reqs);
   }
 
+  void allreduce_sum_host(double* data, int64_t n) override {
+    std::vector<MPI_Request> reqs;
+    start("allreduce_sum_host", [&] { post_iallreduce(data, n, MPI_DOUBLE, MPI_SUM, reqs); });
+    wait("allreduce_sum_host", n, reqs);
+  }
+
+  // MPI_Ireduce_scatter with MPI_IN_PLACE leaves this rank's sum at the front of the buffer; it
+  // moves to the rank's own range afterwards.
+  void reduce_scatter_sum(float* data, const std::vector<int64_t>& counts) override {
+    std::vector<int> ints = int_counts("reduce_scatter_sum", counts);
+    int64_t offset = 0, n = 0;
+    for (int r = 0; r < world_; ++r) {
+      if (r < rank_) offset += counts[r];
+      n += counts[r];
+    }
+    std::vector<MPI_Request> reqs(1);
+    start("reduce_scatter_sum", [&] {
+      BERT_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, data, ints.data(), MPI_FLOAT, MPI_SUM, comm_, &reqs[0]));
+    });
+    wait("reduce_scatter_sum", n, reqs);
+    if (offset > 0) std::memmove(data + offset, data, static_cast<size_t>(counts[rank_]) * sizeof(float));
+  }
+
+  void all_gather(float* data, const std::vector<int64_t>& counts) override {
+    std::vector<int> ints = int_counts("all_gather", counts);
+    std::vector<int> offsets(world_, 0);
+    for (int r = 1; r < world_; ++r) offsets[r] = offsets[r - 1] + ints[r - 1];
+    std::vector<MPI_Request> reqs(1);
+    start("all_gather", [&] {
+      BERT_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, ints.data(), offsets.data(), MPI_FLOAT,
+                                     comm_, &reqs[0]));
+    });
+    wait("all_gather", offsets.back() + ints.back(), reqs);
+  }
+
   std::vector<std::string> allgather_text(const std::string& text) override {
     int length = static_cast<int>(text.size());
     std::vector<int> lengths(world_);
@@ -283,6 +319,16 @@ class MpiCommunicator : public Communicator {
       }
       deadline.pause();
     }
+  }
+
+  // Per-rank counts as MPI's ints (one per rank, their total within an int).
+  std::vector<int> int_counts(const char* what, const std::vector<int64_t>& counts) const {
+    BERT_CHECK(static_cast<int>(counts.size()) == world_, Code::invalid_argument, "MPI ", what, ": ", counts.size(),
+               " counts for ", world_, " ranks");
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    BERT_CHECK(total <= INT_MAX, Code::unsupported, "MPI ", what, " of ", total, " elements: more than MPI's int counts");
+    return std::vector<int>(counts.begin(), counts.end());
   }
 
   static std::string size_text(int64_t n) { return n > 0 ? " of " + std::to_string(n) + " elements" : ""; }

@@ -103,6 +103,11 @@ class NcclCommunicator : public Communicator {
     config.blocking = 0;
     BERT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, world_, id, rank_, &config));
     wait_ready("ncclCommInitRank", 0);
+    // Warm-up (as MLPerf submissions do): NCCL sets up its channels and buffers on a
+    // communicator's first collective, so one small all-reduce here keeps that out of step 1.
+    float* one = static_cast<float*>(scratch(sizeof(float)));
+    BERT_CUDART_CHECK(cudaMemsetAsync(one, 0, sizeof(float), stream_));
+    run("warm-up allreduce", 1, [&] { return ncclAllReduce(one, one, 1, ncclFloat, ncclSum, comm_, stream_); });
   }
 
   ~NcclCommunicator() override {
@@ -175,6 +180,39 @@ class NcclCommunicator : public Communicator {
     BERT_CUDART_CHECK(cudaMemcpy(data, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
   }
 
+  void allreduce_sum_host(double* data, int64_t n) override {
+    double* dev = static_cast<double*>(scratch(n * sizeof(double)));
+    BERT_CUDART_CHECK(cudaMemcpyAsync(dev, data, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    run("allreduce_sum_host", n, [&] { return ncclAllReduce(dev, dev, n, ncclDouble, ncclSum, comm_, stream_); });
+    BERT_CUDART_CHECK(cudaMemcpy(data, dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+  }
+
+  // Ranges of unequal size: one ncclReduce (all-gather: ncclBroadcast) per rank's range, rooted
+  // at that rank, in one group; equal ranges use NCCL's in-place reduce-scatter / all-gather.
+  void reduce_scatter_sum(float* data, const std::vector<int64_t>& counts) override {
+    const std::vector<int64_t> offsets = range_offsets("reduce_scatter_sum", counts);
+    run("reduce_scatter_sum", offsets.back(), [&] {
+      if (equal_ranges(counts))
+        return ncclReduceScatter(data, data + offsets[rank_], counts[0], ncclFloat, ncclSum, comm_, stream_);
+      ncclGroupStart();
+      for (int r = 0; r < world_; ++r)
+        ncclReduce(data + offsets[r], data + offsets[r], counts[r], ncclFloat, ncclSum, r, comm_, stream_);
+      return ncclGroupEnd();
+    });
+  }
+
+  void all_gather(float* data, const std::vector<int64_t>& counts) override {
+    const std::vector<int64_t> offsets = range_offsets("all_gather", counts);
+    run("all_gather", offsets.back(), [&] {
+      if (equal_ranges(counts))
+        return ncclAllGather(data + offsets[rank_], data, counts[0], ncclFloat, comm_, stream_);
+      ncclGroupStart();
+      for (int r = 0; r < world_; ++r)
+        ncclBroadcast(data + offsets[r], data + offsets[r], counts[r], ncclFloat, r, comm_, stream_);
+      return ncclGroupEnd();
+    });
+  }
+
   void broadcast(float* data, int64_t n) override {
     run("broadcast", n, [&] { return ncclBroadcast(data, data, n, ncclFloat, 0, comm_, stream_); });
   }
@@ -201,6 +239,19 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  // offsets[r] = first element of rank r's range; offsets[world] = the total.
+  std::vector<int64_t> range_offsets(const char* what, const std::vector<int64_t>& counts) const {
+    BERT_CHECK(static_cast<int>(counts.size()) == world_, Code::invalid_argument, "NCCL ", what, ": ", counts.size(),
+               " counts for ", world_, " ranks");
+    std::vector<int64_t> offsets(world_ + 1, 0);
+    for (int r = 0; r < world_; ++r) offsets[r + 1] = offsets[r] + counts[r];
+    return offsets;
+  }
+
+  static bool equal_ranges(const std::vector<int64_t>& counts) {
+    return std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+  }
+
   void* scratch(size_t bytes) {
     if (bytes > scratch_bytes_) {
       if (scratch_) BERT_CUDART_CHECK(cudaFree(scratch_));

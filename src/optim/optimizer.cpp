@@ -2,18 +2,39 @@
 // decay, and LAMB's per-tensor trust ratio (apex multi_tensor_lamb semantics).
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 
 namespace bert {
 
-Optimizer::Optimizer(const OptimizerConfig& config, const ParamTable& table, Ops& ops)
-    : config_(config), ops_(ops), segs_(table.segments(static_cast<float>(config.weight_decay))),
-      elems_(table.total_elems) {
-  m_ = static_cast<float*>(ops_.alloc(elems_ * sizeof(float)));
-  v_ = static_cast<float*>(ops_.alloc(elems_ * sizeof(float)));
-  update_ = static_cast<float*>(ops_.alloc(elems_ * sizeof(float)));
+Optimizer::Optimizer(const OptimizerConfig& config, const ParamTable& table, Ops& ops, const OptimizerShard& shard)
+    : config_(config), ops_(ops), sum_across_shards_(shard.sum_across_shards), begin_(shard.begin) {
+  const int64_t end = shard.end < 0 ? table.total_elems : shard.end;
+  BERT_CHECK(0 <= begin_ && begin_ <= end && end <= table.total_elems, Code::invalid_argument, "optimizer shard [",
+             begin_, ", ", end, ") is not inside the ", table.total_elems, " parameters");
+  elems_ = end - begin_;
+  const std::vector<ParamSegment> tensors = table.segments(static_cast<float>(config.weight_decay));
+  tensors_ = tensors.size();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int64_t lo = std::max(tensors[t].offset, begin_), hi = std::min(tensors[t].offset + tensors[t].size, end);
+    if (lo >= hi) continue;
+    segs_.push_back({lo - begin_, hi - lo, tensors[t].weight_decay});
+    tensor_of_.push_back(t);
+  }
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(elems_, 1)) * sizeof(float);
+  m_ = static_cast<float*>(ops_.alloc(bytes));
+  v_ = static_cast<float*>(ops_.alloc(bytes));
+  update_ = static_cast<float*>(ops_.alloc(bytes));
+}
+
+std::vector<double> Optimizer::tensor_sums(const float* x) {
+  std::vector<double> part(segs_.size());
+  ops_.segment_sumsq(part.data(), x, segs_);
+  std::vector<double> sums(tensors_, 0.0);
+  for (size_t i = 0; i < segs_.size(); ++i) sums[tensor_of_[i]] += part[i];
+  return sums;
 }
 
 Optimizer::~Optimizer() {
@@ -22,10 +43,12 @@ Optimizer::~Optimizer() {
   ops_.release(m_);
 }
 
-OptimizerResult Optimizer::step(float* params, const float* grads, double lr, double grad_scale) {
+OptimizerResult Optimizer::step(float* all_params, const float* all_grads, double lr, double grad_scale) {
+  float* params = all_params + begin_;
+  const float* grads = all_grads + begin_;
   OptimizerResult result;
-  std::vector<double> sq(segs_.size());
-  ops_.segment_sumsq(sq.data(), grads, segs_);
+  std::vector<double> sq = tensor_sums(grads);
+  if (sum_across_shards_) sum_across_shards_(sq.data(), static_cast<int64_t>(sq.size()));
   double total = 0;
   for (double s : sq) total += s;
   result.grad_norm = std::sqrt(total) * grad_scale;
@@ -52,12 +75,15 @@ OptimizerResult Optimizer::step(float* params, const float* grads, double lr, do
 
   std::vector<float> scale(segs_.size(), static_cast<float>(lr));
   if (config_.name == "lamb") {
-    std::vector<double> p_sq(segs_.size()), u_sq(segs_.size());
-    ops_.segment_sumsq(p_sq.data(), params, segs_);
-    ops_.segment_sumsq(u_sq.data(), update_, segs_);
+    // ‖p‖² and ‖u‖² per tensor in one vector (p: [0, tensors), u: [tensors, 2 tensors)).
+    std::vector<double> sums = tensor_sums(params);
+    const std::vector<double> u_sq = tensor_sums(update_);
+    sums.insert(sums.end(), u_sq.begin(), u_sq.end());
+    if (sum_across_shards_) sum_across_shards_(sums.data(), static_cast<int64_t>(sums.size()));
     for (size_t s = 0; s < segs_.size(); ++s) {
       if (segs_[s].weight_decay == 0.0f && !config_.nvlamb) continue;
-      const double p_norm = std::sqrt(p_sq[s]), u_norm = std::sqrt(u_sq[s]);
+      const size_t tensor = tensor_of_[s];
+      const double p_norm = std::sqrt(sums[tensor]), u_norm = std::sqrt(sums[tensors_ + tensor]);
       if (p_norm > 0 && u_norm > 0) scale[s] = static_cast<float>(lr * p_norm / u_norm);
     }
   }

@@ -1,9 +1,12 @@
 // LAMB (apex FusedLAMB as used by NVIDIA DLE BERT, with the NVLAMB switch) and AdamW over the
 // flat parameter buffer. Both share the Adam moment update (Ops::adam_direction); LAMB then
-// scales each tensor's update by its trust ratio ‖p‖/‖u‖.
+// scales each tensor's update by its trust ratio ‖p‖/‖u‖. A sharded optimizer (ZeRO-1 style)
+// owns one contiguous slice of the flat buffer: its moments cover only that slice, and the
+// per-tensor sums of squares of the slices are added across ranks before they are used.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,30 +29,46 @@ struct OptimizerResult {
   bool skipped = false;  // non-finite gradient: no update
 };
 
+// The slice [begin, end) of the flat parameter buffer an optimizer updates, and how its partial
+// per-tensor sums become the whole tensors' (summed over the ranks holding the other slices).
+struct OptimizerShard {
+  int64_t begin = 0, end = -1;  // end < 0: the whole buffer (unsharded)
+  std::function<void(double* data, int64_t n)> sum_across_shards;  // empty: nothing to add
+};
+
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& config, const ParamTable& table, Ops& ops);
+  Optimizer(const OptimizerConfig& config, const ParamTable& table, Ops& ops, const OptimizerShard& shard = {});
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Updates params from the raw accumulated gradient, which is first multiplied by
-  // grad_scale (1 / (micro-batches × ranks)) and clipped.
+  // grad_scale (1 / (micro-batches × ranks)) and clipped. params and grads are the whole flat
+  // buffers; only the shard's slice is read (of grads) and written (of params).
   OptimizerResult step(float* params, const float* grads, double lr, double grad_scale);
 
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
+  // The moments of the shard's slice (elems() floats each, for flat offsets shard_begin()...).
   float* exp_avg() { return m_; }
   float* exp_avg_sq() { return v_; }
   int64_t elems() const { return elems_; }
+  int64_t shard_begin() const { return begin_; }
   const OptimizerConfig& config() const { return config_; }
 
  private:
   OptimizerConfig config_;
   Ops& ops_;
-  std::vector<ParamSegment> segs_;
+  std::vector<ParamSegment> segs_;  // the slice's parts of the tensors, offsets from begin_
+  std::vector<size_t> tensor_of_;    // segs_[i] is part of tensor tensor_of_[i]
+  size_t tensors_ = 0;
+  std::function<void(double*, int64_t)> sum_across_shards_;
+  int64_t begin_ = 0;
   int64_t elems_ = 0;
   int64_t steps_ = 0;
+  // Per-tensor sums of squares of x (the slice, from begin_) over the slice's parts.
+  std::vector<double> tensor_sums(const float* x);
   float* m_ = nullptr;
   float* v_ = nullptr;
   float* update_ = nullptr;

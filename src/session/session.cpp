@@ -220,12 +220,22 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   std::string data = "none (batches from the host)";
   if (!config_.inference) {
     // Per-rank clipping needs the whole local gradient before any of it is reduced.
+    // A sharded optimizer reduce-scatters the gradient after the backward pass (no buckets).
+    const bool shard = config_.dist.shard_optimizer && comm_->world_size() > 1;
     sync_ = std::make_unique<GradientSync>(*comm_, model_->grad_data(), model_->params().total_elems,
-                                           config_.dist.clip_per_rank ? 0.0 : config_.dist.bucket_mb,
+                                           config_.dist.clip_per_rank || shard ? 0.0 : config_.dist.bucket_mb,
                                            parse_wire_precision(config_.dist.wire_precision), ops_->native_stream());
     OptimizerConfig optimizer_config = config_.train.optimizer;
     if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
-    optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_);
+    OptimizerShard slice;
+    if (shard) {  // rank r owns [n r / W, n (r + 1) / W) of the flat buffer
+      const int64_t n = model_->params().total_elems, W = comm_->world_size();
+      for (int64_t r = 0; r < W; ++r) shard_counts_.push_back(n * (r + 1) / W - n * r / W);
+      slice.begin = n * comm_->rank() / W;
+      slice.end = n * (comm_->rank() + 1) / W;
+      slice.sum_across_shards = [this](double* data, int64_t count) { comm_->allreduce_sum_host(data, count); };
+    }
+    optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_, slice);
     schedule_.base_lr = config_.train.lr;
     schedule_.total_steps = config_.train.steps;
     schedule_.warmup_proportion = config_.train.warmup_proportion;
@@ -318,7 +328,8 @@ void Session::allreduce() {
   require_training("bert_allreduce");
   abortable([&] {
     if (config_.dist.clip_per_rank && accum_micro_ > 0) clip_local_gradient();
-    sync_->finish();
+    if (shard_counts_.empty()) sync_->finish();
+    else comm_->reduce_scatter_sum(model_->grad_data(), shard_counts_);
     if (comm_->world_size() > 1) measure_token_imbalance();
   });
 }
@@ -372,6 +383,10 @@ StepStats Session::optimizer_step() {
     // The gradient is a sum over micro-batches and ranks of loss-scaled gradients.
     const double grad_scale = 1.0 / (static_cast<double>(accum_micro_) * comm_->world_size() * scaler_.scale());
     OptimizerResult r = optimizer_->step(model_->param_data(), model_->grad_data(), s.learning_rate, grad_scale);
+    if (!shard_counts_.empty() && !r.skipped) {  // every rank skips together: the norm is global
+      comm_->all_gather(model_->param_data(), shard_counts_);
+      ops_->weights_changed();
+    }
     s.loss_scale = scaler_.scale();
     scaler_.update(r.skipped);
     ++global_step_;
@@ -547,9 +562,9 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
   c.config_json = config_json_;
   ops_->download(host.data(), model_->param_data(), n * sizeof(float));
   c.model = tensors_of(table, host.data());
-  ops_->download(host.data(), optimizer_->exp_avg(), n * sizeof(float));
+  download_moment(optimizer_->exp_avg(), host);
   c.exp_avg = tensors_of(table, host.data());
-  ops_->download(host.data(), optimizer_->exp_avg_sq(), n * sizeof(float));
+  download_moment(optimizer_->exp_avg_sq(), host);
   c.exp_avg_sq = tensors_of(table, host.data());
   c.state = {{"global_step", global_step_},
              {"phase", config_.train.phase},
@@ -573,6 +588,25 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
     }
   }
   return path;
+}
+
+void Session::download_moment(float* moment, std::vector<float>& host) {
+  const int64_t n = model_->params().total_elems;
+  host.resize(static_cast<size_t>(n));
+  if (shard_counts_.empty()) {
+    ops_->download(host.data(), moment, n * sizeof(float));
+    return;
+  }
+  auto* whole = static_cast<float*>(ops_->alloc(n * sizeof(float)));
+  try {
+    ops_->copy(whole + optimizer_->shard_begin(), moment, optimizer_->elems() * sizeof(float));
+    comm_->all_gather(whole, shard_counts_);
+    ops_->download(host.data(), whole, n * sizeof(float));
+  } catch (...) {
+    ops_->release(whole);
+    throw;
+  }
+  ops_->release(whole);
 }
 
 void Session::check_directory_owner() const {
@@ -671,8 +705,9 @@ void Session::load_checkpoint(const std::string& path) {
   }
 
   ops_->upload(model_->param_data(), weights.data(), n * sizeof(float));
-  ops_->upload(optimizer_->exp_avg(), m.data(), n * sizeof(float));
-  ops_->upload(optimizer_->exp_avg_sq(), v.data(), n * sizeof(float));
+  const size_t slice_bytes = static_cast<size_t>(optimizer_->elems()) * sizeof(float);
+  ops_->upload(optimizer_->exp_avg(), m.data() + optimizer_->shard_begin(), slice_bytes);
+  ops_->upload(optimizer_->exp_avg_sq(), v.data() + optimizer_->shard_begin(), slice_bytes);
   ops_->weights_changed();
   optimizer_->set_steps_taken(optimizer_steps);
   scaler_.restore(loss_scale, clean_steps);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "data/batch.h"
@@ -57,6 +58,8 @@ class Session {
   Ops& ops() { return *ops_; }
   const Communicator& communicator() const { return *comm_; }
   int64_t global_step() const { return global_step_; }
+  // Parameters whose optimizer state this rank keeps (all of them unless dist.shard_optimizer).
+  int64_t optimizer_elems() const { return optimizer_ ? optimizer_->elems() : 0; }
 
   StepStats forward_backward(const BatchView& batch);
   void allreduce();
@@ -106,6 +109,9 @@ class Session {
   void warn_if_other_activation(const CheckpointContents& c, const std::string& path) const;
   void run_step_micro_batches(const BatchView* batch);
   void clip_local_gradient();
+  // The whole flat buffer of an optimizer moment (this rank's slice when sharded) in host
+  // memory; gathered from every rank when sharded (COLLECTIVE then).
+  void download_moment(float* moment, std::vector<float>& host);
   void measure_token_imbalance();
   ForwardStats eval_whole_set();
   template <typename F>
@@ -125,6 +131,7 @@ class Session {
   std::unique_ptr<DataSource> train_data_;
   std::unique_ptr<EvalSet> eval_set_;  // bert_eval without a batch; read at the first evaluation
   std::unique_ptr<GradientSync> sync_;
+  std::vector<int64_t> shard_counts_;  // sharded optimizer: each rank's slice length (empty: unsharded)
   LossScaler scaler_;
   LrSchedule schedule_;
   HostBatch host_batch_;

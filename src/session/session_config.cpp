@@ -99,6 +99,7 @@ void parse_dist(JsonReader r, DistConfig& d) {
   d.clip_per_rank = r.get_bool("clip_per_rank", d.clip_per_rank);
   d.bucket_mb = r.get_number("bucket_mb", d.bucket_mb, 0.0, 1e6);
   d.wire_precision = r.get_choice("wire_precision", d.wire_precision, {"fp32", "bf16", "fp16"});
+  d.shard_optimizer = r.get_bool("shard_optimizer", d.shard_optimizer);
   r.finish();
 }
 
@@ -157,6 +158,10 @@ SessionConfig parse_session_config(const std::string& text) {
   if (c.data.max_predictions_per_seq >= c.data.max_seq_length) {
     fail(Code::config, "config key 'data.max_predictions_per_seq' = ", c.data.max_predictions_per_seq,
          " must be smaller than data.max_seq_length = ", c.data.max_seq_length);
+  }
+  if (c.dist.shard_optimizer && c.dist.wire_precision != "fp32") {
+    fail(Code::config, "config key 'dist.shard_optimizer' = true reduce-scatters gradients in fp32: set "
+         "dist.wire_precision to \"fp32\" (it is \"", c.dist.wire_precision, "\")");
   }
   if (c.device == "cpu") {
     if (c.train.precision == "fp16") {
@@ -233,6 +238,7 @@ nlohmann::json SessionConfig::to_json() const {
        {{"timeout_s", dist.timeout_s},
         {"clip_per_rank", dist.clip_per_rank},
         {"bucket_mb", dist.bucket_mb},
+        {"shard_optimizer", dist.shard_optimizer},
         {"wire_precision", dist.wire_precision}}},
       {"log",
        {{"metrics", log.metrics},

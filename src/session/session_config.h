@@ -71,6 +71,9 @@ struct DistConfig {
   // on (0: one all-reduce after the backward pass).
   double bucket_mb = 25;
   std::string wire_precision = "fp32";  // "fp32", "bf16" or "fp16": gradients on the wire
+  // Distributed optimizer: gradients reduce-scattered, each rank updates (and keeps the LAMB/AdamW
+  // moments of) 1/world of the flat parameters, the weights are all-gathered after the step.
+  bool shard_optimizer = false;
 };
 
 // Run logs written by bert-train on rank 0 (the session itself ignores them).

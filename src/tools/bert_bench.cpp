@@ -5,7 +5,8 @@
 // fraction of --peak-tflops when given (model-FLOPs utilisation). --steps 0 prints the memory
 // accounting only; --recompute gelu|attention|all shows what recomputation saves. --data DIR
 // times steps on DLE/MLPerf shards instead (real sequence lengths; --unpad 1 drops the padding,
-// and tokens/s then counts real tokens).
+// and tokens/s then counts real tokens). --cost-model h100|a100 runs the step on the cost model
+// instead and prints its prediction for that GPU (bench_cost_model.h).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cost_model.h"
 #include "bert.h"
 #include "tool_common.h"
 
@@ -35,9 +37,10 @@ double training_flops_per_sequence(const nlohmann::json& m, int seq, int predict
 
 int main(int argc, char** argv) {
   std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
-  int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1;
-  bool fused_attention = false, unpad = false;
-  double peak_tflops = 0;
+  std::string cost_model;
+  int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
+  bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false;
+  double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
@@ -55,12 +58,21 @@ int main(int argc, char** argv) {
     else if (a == "--peak-tflops") peak_tflops = std::atof(v.c_str());
     else if (a == "--data") data_dir = v;
     else if (a == "--unpad") unpad = v == "1" || v == "true";
+    else if (a == "--cost-model") cost_model = v;
+    else if (a == "--bandwidth") bandwidth = std::atof(v.c_str());
+    else if (a == "--graphed") graphed = v == "1" || v == "true";
+    else if (a == "--world") world = std::atoi(v.c_str());
+    else if (a == "--link-gbs") link_gbs = std::atof(v.c_str());
+    else if (a == "--shard-optimizer") shard_optimizer = v == "1" || v == "true";
     else {
       std::fprintf(stderr,
                    "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
                    "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
                    "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
-                   "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n");
+                   "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
+                   "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
+                   "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
+                   "                  [--link-gbs GB/s] [--shard-optimizer 0|1]   (a prediction: no GPU needed)\n");
       return 2;
     }
   }
@@ -73,7 +85,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (predictions < 0) predictions = seq >= 512 ? 80 : seq * 20 / 128;
-  if (precision.empty()) precision = device == "cpu" ? "fp32" : "bf16";
+  if (precision.empty()) precision = device == "cpu" && cost_model.empty() ? "fp32" : "bf16";
   nlohmann::json config = {
       {"model", model},
       {"device", device},
@@ -90,6 +102,25 @@ int main(int argc, char** argv) {
   if (!data_dir.empty()) {
     config["data"]["source"] = "hdf5";
     config["data"]["train_dir"] = data_dir;
+  }
+  if (!cost_model.empty()) {
+    if (fused_attention) {
+      std::fprintf(stderr, "error: the cost model covers the reference attention path only (--fused-attention 0)\n");
+      return 2;
+    }
+    bert_tools::CostModelRequest request;
+    request.device = cost_model;
+    request.config = config;
+    request.precision = precision;
+    request.batch = batch;
+    request.peak_tflops = peak_tflops;
+    request.bandwidth_tbs = bandwidth;
+    request.graphed = graphed;
+    request.world = world;
+    request.link_gbs = link_gbs;
+    request.shard_optimizer = shard_optimizer;
+    request.model_flops = [&](const nlohmann::json& m) { return training_flops_per_sequence(m, seq, predictions) * batch; };
+    return bert_tools::run_cost_model(request);
   }
   bert_session* session = nullptr;
   if (bert_tools::failed(bert_session_create(config.dump().c_str(), nullptr, &session), "bert_session_create")) return 1;

@@ -34,13 +34,19 @@ TEST(DistCapi, DistConfigKeysAreValidated) {
   EXPECT_NE(std::string(bert_last_error()).find("dist.wire_precision"), std::string::npos) << bert_last_error();
   EXPECT_EQ(create(with(R"(, "dist": {"bucket_mb": 0.5, "wire_precision": "bf16"})"), nullptr), BERT_OK)
       << bert_last_error();
+  EXPECT_EQ(create(with(R"(, "dist": {"shard_optimizer": true, "wire_precision": "bf16"})"), nullptr), BERT_ERR_CONFIG);
+  EXPECT_NE(std::string(bert_last_error()).find("'dist.shard_optimizer' = true reduce-scatters gradients in fp32"),
+            std::string::npos)
+      << bert_last_error();
+  EXPECT_EQ(create(with(R"(, "dist": {"shard_optimizer": 1})"), nullptr), BERT_ERR_CONFIG);
+  EXPECT_EQ(create(with(R"(, "dist": {"shard_optimizer": true})"), nullptr), BERT_OK) << bert_last_error();
 }
 
 TEST(DistCapi, ResolvedConfigShowsTheDistSection) {
   bert_session* s = nullptr;
   ASSERT_EQ(bert_session_create(with(R"(, "dist": {"timeout_s": 7.5})").c_str(), nullptr, &s), BERT_OK);
   EXPECT_NE(std::string(bert_session_config(s))
-                .find(R"("dist":{"bucket_mb":25.0,"clip_per_rank":false,"timeout_s":7.5,"wire_precision":"fp32"})"),
+                .find(R"("dist":{"bucket_mb":25.0,"clip_per_rank":false,"shard_optimizer":false,"timeout_s":7.5,"wire_precision":"fp32"})"),
             std::string::npos)
       << bert_session_config(s);
   bert_session_destroy(s);

@@ -5,6 +5,7 @@
 // form, the pre-GELU values to the aux matrix). Only the attributes the backend sets are
 // accepted; any other is refused with CUBLAS_STATUS_INVALID_VALUE so a new use is noticed. Every
 // matrix touched must lie inside one cudaMalloc allocation, which catches wrong ld/stride/shape.
+// Each call adds the bytes its layouts describe to the emulator's traffic counters.
 #include <cublasLt.h>
 
 #include <Eigen/Dense>
@@ -240,6 +241,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
       }
     return x;
   };
+  // The bytes this call moves: each operand element once, C when beta != 0, D, bias and aux.
+  cuda_emu::Traffic& t = cuda_emu::traffic();
+  ++t.gemm_launches;
+  const int64_t mn = m * n * lc.batch;
+  t.read_bytes += m * k * lc.batch * static_cast<int64_t>(element_bytes(la.type)) +
+                  k * n * lc.batch * static_cast<int64_t>(element_bytes(lb.type)) +
+                  (be != 0.0f ? 4 * mn : 0) + (bias ? 4 * m : 0);
+  t.write_bytes += 4 * mn + (gelu ? 4 * mn : 0);
   for (int64_t batch = 0; batch < lc.batch; ++batch) {
     const Eigen::MatrixXf product =
         unpack(A, la, d.trans_a, batch, m, k) * unpack(B, lb, d.trans_b, batch, k, n);

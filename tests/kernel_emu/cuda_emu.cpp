@@ -3,6 +3,8 @@
 // all arrived are released.
 #include "cuda_emu.h"
 
+#include "cuda_runtime_emu.h"
+
 #include <ucontext.h>
 
 #include <array>
@@ -178,6 +180,7 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
     throw std::runtime_error("launch with " + std::to_string(threads) + " threads per block");
   if (grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535)
     throw std::runtime_error("launch with an invalid grid");
+  begin_launch();
   BlockRun run;
   run.body = &body;
   run.fibers.resize(threads);

@@ -1,26 +1,56 @@
 // The CUDA runtime calls the CUDA backend (src/backend/cuda) makes, on the host, for running it
 // in the kernel emulation: one device (reported as compute capability 9.0), host memory as
 // device memory, streams that run everything at once in order. Allocations are tracked so the
-// cuBLASLt emulation can check that each matrix it touches lies inside one of them.
+// cuBLASLt emulation can check that each matrix it touches lies inside one of them, and so the
+// traffic counters can tell device bytes from others.
 #include "cuda_runtime_emu.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <vector>
 
 namespace cuda_emu {
 namespace {
 
-std::map<const char*, size_t>& allocations() {
-  static std::map<const char*, size_t> live;
+// Kernel footprints are counted in 32-byte sectors, the unit in which a GPU's memory system moves
+// data (a kernel that skips some elements of a sector still moves the sector).
+constexpr size_t kSector = 32;
+
+// One live allocation and, once a counted kernel touched it, its footprint stamps: the epoch
+// (launch) that last loaded / stored each sector (sectors counted from the allocation's start,
+// which is 256-byte aligned).
+struct Allocation {
+  size_t bytes = 0;
+  std::vector<uint32_t> read_epoch, write_epoch;
+};
+
+std::map<const char*, Allocation>& allocations() {
+  static std::map<const char*, Allocation> live;
   return live;
 }
 
 int g_stream_count = 0;
+uint32_t g_epoch = 0;
+// The last allocation an access hit, and the last gap between allocations one missed.
+const char* g_hit_lo = nullptr;
+const char* g_hit_hi = nullptr;
+Allocation* g_hit = nullptr;
+const char* g_gap_lo = nullptr;
+const char* g_gap_hi = nullptr;
+
+void forget_lookups() { g_hit_lo = g_hit_hi = g_gap_lo = g_gap_hi = nullptr; }
 
 }  // namespace
+
+Traffic& traffic() {
+  static Traffic counters;
+  return counters;
+}
 
 bool inside_allocation(const void* first, const void* last) {
   const auto* lo = static_cast<const char*>(first);
@@ -28,7 +58,44 @@ bool inside_allocation(const void* first, const void* last) {
   auto it = allocations().upper_bound(lo);
   if (it == allocations().begin()) return false;
   --it;
-  return lo >= it->first && hi < it->first + it->second;
+  return lo >= it->first && hi < it->first + it->second.bytes;
+}
+
+void begin_launch() {
+  ++traffic().kernel_launches;
+  ++g_epoch;
+}
+
+void note_access(const void* address, size_t bytes, bool write) {
+  const auto* p = static_cast<const char*>(address);
+  if (p >= g_gap_lo && p < g_gap_hi) return;
+  if (!(p >= g_hit_lo && p < g_hit_hi)) {
+    auto& live = allocations();
+    auto next = live.upper_bound(p);
+    const char* gap_hi = next == live.end() ? reinterpret_cast<const char*>(UINTPTR_MAX) : next->first;
+    if (next == live.begin() || p >= std::prev(next)->first + std::prev(next)->second.bytes) {
+      g_gap_lo = next == live.begin() ? nullptr
+                                      : std::prev(next)->first + std::prev(next)->second.bytes;
+      g_gap_hi = gap_hi;
+      return;
+    }
+    auto it = std::prev(next);
+    g_hit_lo = it->first;
+    g_hit_hi = it->first + it->second.bytes;
+    g_hit = &it->second;
+  }
+  std::vector<uint32_t>& epochs = write ? g_hit->write_epoch : g_hit->read_epoch;
+  if (epochs.empty()) epochs.assign((g_hit->bytes + kSector - 1) / kSector, 0);
+  const size_t first = static_cast<size_t>(p - g_hit_lo) / kSector;
+  const size_t last = std::min((static_cast<size_t>(p - g_hit_lo) + bytes - 1) / kSector, epochs.size() - 1);
+  int64_t fresh = 0;
+  for (size_t g = first; g <= last; ++g) {
+    if (epochs[g] != g_epoch) {
+      epochs[g] = g_epoch;
+      fresh += kSector;
+    }
+  }
+  (write ? traffic().write_bytes : traffic().read_bytes) += fresh;
 }
 
 }  // namespace cuda_emu
@@ -60,20 +127,35 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  ++cuda_emu::traffic().stream_syncs;
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   const size_t rounded = (bytes + 255) / 256 * 256;
   *ptr = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
   if (*ptr == nullptr) return cudaErrorMemoryAllocation;
   std::memset(*ptr, 0xcd, rounded);  // device memory starts as garbage, not zeros
-  cuda_emu::allocations()[static_cast<const char*>(*ptr)] = bytes;
+  cuda_emu::allocations()[static_cast<const char*>(*ptr)].bytes = bytes;
+  cuda_emu::forget_lookups();
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   if (cuda_emu::allocations().erase(static_cast<const char*>(ptr)) == 0)
     return cudaErrorInvalidValue;
+  cuda_emu::forget_lookups();
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+// Pinned host memory is ordinary host memory here.
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  *ptr = std::malloc(bytes == 0 ? 1 : bytes);
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void* ptr) {
   std::free(ptr);
   return cudaSuccess;
 }
@@ -89,6 +171,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
       (device_src && !cuda_emu::inside_allocation(s, s + bytes - 1)))
     return cudaErrorInvalidValue;
   std::memmove(dst, src, bytes);
+  cuda_emu::Traffic& t = cuda_emu::traffic();
+  const auto n = static_cast<int64_t>(bytes);
+  if (device_dst && device_src) {
+    ++t.device_copies;
+    t.read_bytes += n;
+    t.write_bytes += n;
+  } else {
+    ++t.host_copies;
+    (device_dst ? t.host_to_device_bytes : t.device_to_host_bytes) += n;
+  }
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
@@ -99,6 +191,8 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
   const char* p = static_cast<const char*>(ptr);
   if (!cuda_emu::inside_allocation(p, p + bytes - 1)) return cudaErrorInvalidValue;
   std::memset(ptr, value, bytes);
+  ++cuda_emu::traffic().device_copies;
+  cuda_emu::traffic().write_bytes += static_cast<int64_t>(bytes);
   return cudaSuccess;
 }
 

@@ -1,9 +1,35 @@
-// What the emulated CUDA runtime (cuda_runtime_emu.cpp) offers the other emulation files.
+// What the emulated CUDA runtime (cuda_runtime_emu.cpp) offers the other emulation files: the
+// allocation check, and the traffic counters (launches, stream waits, transfers and the bytes
+// kernels load and store in device memory) that the cost-model test compares against.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
 
 namespace cuda_emu {
 
 // Whether bytes first..last (inclusive) lie inside one live cudaMalloc allocation.
 bool inside_allocation(const void* first, const void* last);
+
+// Counters since the program started (read them before and after the calls of interest).
+// read/write bytes are per-launch footprints: the distinct 32-byte sectors of device memory a
+// kernel loaded, and those it stored, times 32, summed over launches. Kernels contribute only when
+// compiled with access hooks (the emu_kernels_counted library); cuBLASLt's contribution is the
+// elements its matrix layouts and epilogue pointers describe; copies and memsets their sizes.
+struct Traffic {
+  int64_t kernel_launches = 0;   // emulated kernels (cuda_emu::run_grid)
+  int64_t gemm_launches = 0;     // cublasLtMatmul calls
+  int64_t device_copies = 0;     // cudaMemcpyAsync device-to-device and cudaMemsetAsync
+  int64_t host_copies = 0;       // cudaMemcpyAsync between host and device
+  int64_t stream_syncs = 0;      // cudaStreamSynchronize
+  int64_t read_bytes = 0, write_bytes = 0;  // device memory, kernels + GEMMs + device copies
+  int64_t host_to_device_bytes = 0, device_to_host_bytes = 0;
+};
+Traffic& traffic();
+// A kernel launch begins: a new footprint epoch.
+void begin_launch();
+// A kernel's load (write = false) or store of `bytes` bytes at `address`; ignored outside
+// device allocations (stack, shared memory, host buffers).
+void note_access(const void* address, size_t bytes, bool write);
 
 }  // namespace cuda_emu

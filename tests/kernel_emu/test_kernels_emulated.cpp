@@ -306,13 +306,36 @@ TEST_F(EmulatedKernels, SoftmaxCrossEntropyMatchesTheCpu) {
   std::vector<int32_t> labels = {3, -1, 1099, 0, 500, -1, 77};
   std::vector<float> dlogits(M * ld, 9.0f), e_dlogits(M * ld, 9.0f), losses(M), e_losses(M);
   std::vector<int32_t> correct(M), e_correct(M);
+  std::vector<int32_t> status(4, 0);
   kernels::softmax_xent(dlogits.data(), losses.data(), correct.data(), logits.data(),
-                        labels.data(), M, V, ld, 0.25f, nullptr);
+                        labels.data(), M, V, ld, 0.25f, status.data(), nullptr);
+  EXPECT_EQ(status[0], 0) << "no label is out of range";
   cpu->softmax_xent(e_dlogits.data(), e_losses.data(), e_correct.data(), logits.data(),
                     labels.data(), M, V, ld, 0.25f);
   expect_close(losses, e_losses, 1e-5, 1e-6, "softmax_xent losses");
   expect_equal(correct, e_correct, "softmax_xent correct");
   expect_close(dlogits, e_dlogits, 1e-7, 1e-5, "softmax_xent dlogits");
+}
+
+// Out-of-range labels are counted on the device (no host copy of the labels): the status keeps
+// the first bad row, its label and V, and accumulates the count over launches until cleared.
+TEST_F(EmulatedKernels, SoftmaxCrossEntropyCountsBadLabelsOnTheDevice) {
+  const int64_t M = 1200;  // more rows than block 0's threads
+  const int V = 40, ld = 40;
+  auto logits = random_floats(M * ld, 31, -2.0f, 2.0f);
+  std::vector<int32_t> labels = random_ints(M, 32, 0, V - 1);
+  labels[700] = V;
+  labels[1100] = V + 5;
+  labels[1199] = -1;
+  std::vector<float> dlogits(M * ld), losses(M);
+  std::vector<int32_t> status(4, 0);
+  kernels::softmax_xent(dlogits.data(), losses.data(), nullptr, logits.data(), labels.data(), M,
+                        V, ld, 1.0f, status.data(), nullptr);
+  EXPECT_EQ(status, (std::vector<int32_t>{2, 700, V, V}));
+  labels[700] = 0;
+  kernels::softmax_xent(dlogits.data(), losses.data(), nullptr, logits.data(), labels.data(), M,
+                        V, ld, 1.0f, status.data(), nullptr);
+  EXPECT_EQ(status, (std::vector<int32_t>{3, 700, V, V})) << "the first report is kept";
 }
 
 TEST_F(EmulatedKernels, CastsRoundLikeTheHostConversions) {

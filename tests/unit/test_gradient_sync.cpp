@@ -37,6 +37,8 @@ class RecordingCommunicator : public Communicator {
   void allreduce_sum(float*, int64_t) override {}
   void allreduce_host(float*, int64_t, ReduceOp) override {}
   void broadcast(float*, int64_t) override {}
+  void allreduce_sum_host(double*, int64_t) override {}
+  void all_gather(float*, const std::vector<int64_t>&) override {}
   void start_allreduce_sum(float* data, int64_t n, WirePrecision, void*) override {
     record_->sums.push_back({data, n, std::vector<float>(data, data + n), record_->finishes == 0});
   }

@@ -1,5 +1,6 @@
-// The argument checks both backends share (backend/op_checks.h), through the CPU ops: each bad
-// call throws Error(invalid_argument) whose message names the op and the value at fault.
+// The argument checks every backend shares (the Ops methods, backend/ops.cpp), through the CPU
+// ops: each bad call throws Error(invalid_argument) whose message names the op and the value at
+// fault.
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -67,6 +67,9 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : de
   gemm_ = std::make_unique<LtGemm>(precision, *memory_, stream_);
   for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_})
     *buffer = std::make_unique<ScratchBuffer>(*memory_, stream_);
+  label_status_ = static_cast<int32_t*>(memory_->alloc(4 * sizeof(int32_t)));
+  CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_label_status_), 4 * sizeof(int32_t)));
+  host_label_status_[0] = 0;
   gelu_probe_ = probe_gelu_epilogue();
   // The fused path's I/O is 16-bit: fp16 in fp16 mode, bf16 otherwise.
   if (fused_attention)
@@ -79,6 +82,7 @@ CudaOps::~CudaOps() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   fused_.reset();
   for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_}) buffer->reset();
+  if (host_label_status_ != nullptr) cudaFreeHost(host_label_status_);
   gemm_.reset();
   memory_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -106,6 +110,7 @@ void CudaOps::download(void* host_dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_labels();
 }
 
 void CudaOps::copy(void* dst, const void* src, size_t bytes) {
@@ -118,7 +123,20 @@ void CudaOps::fill_zero(void* dst, size_t bytes) {
   CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
-void CudaOps::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaOps::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_labels();
+}
+
+void CudaOps::check_labels() {
+  if (host_label_status_[0] == 0) return;
+  const int32_t count = host_label_status_[0], row = host_label_status_[1],
+                label = host_label_status_[2], vocab = host_label_status_[3];
+  host_label_status_[0] = 0;
+  CUDA_CHECK(cudaMemsetAsync(label_status_, 0, 4 * sizeof(int32_t), stream_));
+  fail(Code::invalid_argument, "softmax_xent: label ", label, " of row ", row,
+       " is not below the vocabulary size ", vocab, " (", count, " such label(s))");
+}
 
 size_t CudaOps::peak_bytes() const { return memory_->peak_bytes(); }
 
@@ -195,13 +213,12 @@ void CudaOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct,
                                 const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
              " V=", V, " ld=", ld);
-  // Labels are checked on the host like the CPU does (one small copy per loss evaluation).
-  host_labels_.resize(static_cast<size_t>(M));
-  download(host_labels_.data(), labels, host_labels_.size() * sizeof(int32_t));
-  for (int64_t i = 0; i < M; ++i)
-    BERT_CHECK(host_labels_[i] < V, Code::invalid_argument, "softmax_xent: label ",
-               host_labels_[i], " of row ", i, " is not below the vocabulary size ", V);
-  kernels::softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale, stream_);
+  if (M == 0) return;
+  // Labels are checked on the device; the next wait for the stream reports a bad one.
+  kernels::softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale,
+                        label_status_, stream_);
+  CUDA_CHECK(cudaMemcpyAsync(host_label_status_, label_status_, 4 * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, stream_));
 }
 
 // ---- optimizer --------------------------------------------------------------------------

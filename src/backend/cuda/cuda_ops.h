@@ -1,6 +1,6 @@
 // CudaOps: the Ops interface on one CUDA device. All work is enqueued on one stream owned by the
 // object (ordered like the CPU reference's calls); download, segment_sumsq and synchronize wait
-// for it. GEMMs run through LtGemm in the precision chosen at construction (reading weights from
+// for it (and report a bad softmax_xent label the device counted since). GEMMs run through LtGemm in the precision chosen at construction (reading weights from
 // its low-precision mirror in bf16/fp16 mode); attention runs the reference kernels or, when
 // asked, cuDNN's fused SDPA; everything else runs the kernels in kernels/. Device memory goes
 // through DeviceMemory for peak accounting.
@@ -112,6 +112,9 @@ class CudaOps final : public Ops {
   // decay or scale).
   kernels::SegmentTable upload_segments(const std::vector<ParamSegment>& segs,
                                         const std::vector<float>& values);
+  // After the stream has drained: throws Error(invalid_argument) for the first out-of-range
+  // label softmax_xent counted on the device since the last check (and clears the count).
+  void check_labels();
 
   int device_;
   cudaStream_t stream_ = nullptr;
@@ -124,7 +127,11 @@ class CudaOps final : public Ops {
   std::unique_ptr<ScratchBuffer> partials_, sort_, attn_a_, attn_b_, table_, sums_;
   std::vector<int64_t> host_table_;  // [3 · segs + 1] chunk_start | offset | size
   std::vector<float> host_values_;   // [segs]
-  std::vector<int32_t> host_labels_; // [M] labels checked by softmax_xent
+  // softmax_xent's label check, kept on the device: the kernel counts labels >= V into
+  // label_status_ [4] (count, first row, its label, V), an async copy brings it to pinned host
+  // memory, and check_labels() reads it whenever the host waits for the stream anyway.
+  int32_t* label_status_ = nullptr;
+  int32_t* host_label_status_ = nullptr;
 };
 
 }  // namespace bert

@@ -1,0 +1,598 @@
+// CostModelOps: each Ops call becomes the list of kernels CudaOps launches for it (same control
+// flow as backend/cuda: cuda_ops.cpp, cuda_linear.cpp, cuda_attention.cpp, cublaslt_gemm.cpp and
+// the launchers in kernels/), each with its FLOPs and the bytes it must move; and the roofline
+// prediction over those kernels. FLOPs of the non-GEMM kernels are rough operation counts: those
+// kernels are memory-bound by far, so their bytes decide their time.
+#include "backend/cost_model_ops.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace bert {
+namespace {
+
+constexpr int64_t kRowsPerChunk = 64;      // kernels/reduce.cu, kernels/layernorm.cu
+constexpr int64_t kSegmentChunk = 16384;   // kernels/reduce.h (multi-tensor chunks)
+constexpr size_t kLabelStatusBytes = 16;   // softmax_xent's device label check (cuda_ops.h)
+constexpr size_t kShadowedUploadBytes = size_t{4} << 20;  // int uploads remembered for row counts
+
+// Elements from the first to one past the last element a (batched) row-major operand touches.
+int64_t operand_span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int batch) {
+  return (rows - 1) * ld + cols + static_cast<int64_t>(batch - 1) * stride;
+}
+
+int64_t chunks_of(int64_t M) { return (std::max<int64_t>(M, 1) + kRowsPerChunk - 1) / kRowsPerChunk; }
+
+int64_t total_elems(const std::vector<ParamSegment>& segs) {
+  int64_t n = 0;
+  for (const ParamSegment& s : segs) n += s.size;
+  return n;
+}
+
+int64_t segment_chunks(const std::vector<ParamSegment>& segs) {
+  int64_t c = 0;
+  for (const ParamSegment& s : segs) c += (s.size + kSegmentChunk - 1) / kSegmentChunk;
+  return c;
+}
+
+// Activation kernels: rough FLOPs per element (erf/tanh polynomials).
+double activation_flops(Activation act) { return act == Activation::none ? 0.0 : 20.0; }
+
+}  // namespace
+
+DeviceModel device_model(const std::string& name) {
+  DeviceModel d;
+  d.name = name;
+  if (name == "h100") {  // H100 SXM5: dense tensor-core rates, HBM3, PCIe Gen5 x16
+    d.tensor16_flops = 989e12;
+    d.tf32_flops = 494e12;
+    d.fp32_flops = 67e12;
+    d.bandwidth = 3.35e12;
+    d.host_link = 55e9;
+  } else if (name == "a100") {  // A100 80 GB SXM4: HBM2e, PCIe Gen4 x16
+    d.tensor16_flops = 312e12;
+    d.tf32_flops = 156e12;
+    d.fp32_flops = 19.5e12;
+    d.bandwidth = 2.0e12;
+    d.host_link = 25e9;
+  } else {
+    fail(Code::invalid_argument, "unknown device '", name, "' (known: h100, a100)");
+  }
+  return d;
+}
+
+CostModelOps::CostModelOps(const CostModelOptions& options, std::unique_ptr<Ops> inner)
+    : options_(options), inner_(std::move(inner)) {
+  const std::string& p = options_.precision;
+  BERT_CHECK(p == "fp32" || p == "tf32" || p == "bf16" || p == "fp16", Code::invalid_argument,
+             "cost model: precision '", p, "' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
+}
+
+CostModelOps::~CostModelOps() {
+  for (const auto& [ptr, bytes] : reserved_) munmap(ptr, bytes);
+}
+
+std::string CostModelOps::name() const {
+  return "cost-model:" + options_.precision + (inner_ ? " over " + inner_->name() : "");
+}
+
+bool CostModelOps::low_precision() const { return options_.precision == "bf16" || options_.precision == "fp16"; }
+
+MathUnit CostModelOps::gemm_unit() const {
+  if (low_precision()) return MathUnit::tensor16;
+  return options_.precision == "tf32" ? MathUnit::tf32 : MathUnit::fp32;
+}
+
+KernelCost& CostModelOps::add(const char* op, const char* kind, double flops, double read, double write) {
+  KernelCost k;
+  k.op = op;
+  k.kind = kind;
+  k.flops = flops;
+  k.read_bytes = read;
+  k.write_bytes = write;
+  kernels_.push_back(std::move(k));
+  return kernels_.back();
+}
+
+// ---- memory -----------------------------------------------------------------------------
+
+void* CostModelOps::alloc(size_t bytes) {
+  if (inner_) return inner_->alloc(bytes);
+  const size_t reserved = std::max<size_t>(bytes, 1);
+  void* p = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  BERT_CHECK(p != MAP_FAILED, Code::out_of_memory, "cost model: cannot reserve ", bytes, " bytes of address space");
+  reserved_[p] = reserved;
+  live_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  return p;
+}
+
+void CostModelOps::release(void* ptr) {
+  if (inner_) return inner_->release(ptr);
+  if (ptr == nullptr) return;
+  auto it = reserved_.find(ptr);
+  BERT_CHECK(it != reserved_.end(), Code::invalid_argument, "cost model: release of unknown pointer ", ptr);
+  munmap(it->first, it->second);
+  live_bytes_ -= it->second;
+  reserved_.erase(it);
+}
+
+size_t CostModelOps::peak_bytes() const { return inner_ ? inner_->peak_bytes() : peak_bytes_; }
+
+void CostModelOps::upload(void* dst, const void* host_src, size_t bytes) {
+  if (inner_) inner_->upload(dst, host_src, bytes);
+  if (bytes == 0) return;
+  const auto* lo = static_cast<const char*>(dst);
+  // Forget remembered uploads this one overwrites, then remember it when it is small.
+  for (auto it = uploaded_ints_.begin(); it != uploaded_ints_.end();) {
+    const char* end = it->first + it->second.size() * sizeof(int32_t);
+    it = (it->first < lo + bytes && lo < end) ? uploaded_ints_.erase(it) : std::next(it);
+  }
+  if (bytes <= kShadowedUploadBytes && bytes % sizeof(int32_t) == 0) {
+    std::vector<int32_t>& ints = uploaded_ints_[lo];
+    ints.resize(bytes / sizeof(int32_t));
+    std::memcpy(ints.data(), host_src, bytes);
+  }
+  KernelCost& k = add("upload", "host copy", 0, 0, 0);
+  k.host_bytes = static_cast<double>(bytes);
+  k.host_wait = true;  // CudaOps::upload waits: the host buffer may be reused on return
+}
+
+void CostModelOps::download(void* host_dst, const void* src, size_t bytes) {
+  if (inner_) inner_->download(host_dst, src, bytes);
+  else if (bytes > 0) std::memset(host_dst, 0, bytes);
+  if (bytes == 0) return;
+  KernelCost& k = add("download", "host copy", 0, 0, 0);
+  k.host_bytes = static_cast<double>(bytes);
+  k.host_wait = true;
+}
+
+void CostModelOps::copy(void* dst, const void* src, size_t bytes) {
+  if (inner_) inner_->copy(dst, src, bytes);
+  if (bytes == 0 || dst == src) return;
+  add("copy", "copy", 0, static_cast<double>(bytes), static_cast<double>(bytes));
+}
+
+void CostModelOps::fill_zero(void* dst, size_t bytes) {
+  if (inner_) inner_->fill_zero(dst, bytes);
+  if (bytes == 0) return;
+  add("fill_zero", "memset", 0, 0, static_cast<double>(bytes));
+}
+
+void CostModelOps::synchronize() {
+  if (inner_) inner_->synchronize();
+  KernelCost& k = add("synchronize", "host wait", 0, 0, 0);
+  k.launches = 0;
+  k.host_wait = true;
+}
+
+// ---- weights ------------------------------------------------------------------------------
+
+void CostModelOps::set_weights(const float* params, int64_t n) {
+  if (inner_) inner_->set_weights(params, n);
+  weights_ = n > 0 ? params : nullptr;
+  weight_elems_ = n;
+  weights_stale_ = true;
+}
+
+void CostModelOps::weights_changed() {
+  if (inner_) inner_->weights_changed();
+  weights_stale_ = true;
+}
+
+// ---- GEMMs ----------------------------------------------------------------------------------
+
+void CostModelOps::lowp_operand(const char* op, const float* x, int64_t span) {
+  const std::less<const float*> before;
+  const bool mirrored = weights_ != nullptr && x != nullptr && !before(x, weights_) &&
+                        !before(weights_ + weight_elems_, x) && span <= (weights_ + weight_elems_) - x;
+  if (mirrored) {
+    if (weights_stale_) {
+      const double n = static_cast<double>(weight_elems_);
+      add(op, "cast (weights)", n, 4 * n, 2 * n);
+      weights_stale_ = false;
+    }
+    return;
+  }
+  const double n = static_cast<double>(span);
+  add(op, "cast (activations)", n, 4 * n, 2 * n);
+}
+
+void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  const double in_elem = low_precision() ? 2.0 : 4.0;
+  if (low_precision()) {  // LtGemm::lt_operands: our B first, then our A
+    lowp_operand(op, g.B, g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
+                                    : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch));
+    lowp_operand(op, g.A, g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
+                                    : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch));
+  }
+  const double batch = g.batch, m = static_cast<double>(g.m), n = static_cast<double>(g.n),
+               k = static_cast<double>(g.k);
+  const double read = in_elem * batch * (m * k + k * n) + (g.beta ? 4 * batch * m * n : 0) + (g.bias ? 4 * n : 0);
+  const double write = 4 * batch * m * n * (g.aux ? 2 : 1);
+  add(op, kind, 2 * batch * m * n * k, read, write).unit = gemm_unit();
+}
+
+void CostModelOps::elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs,
+                               double flops_per_elem) {
+  const double e = static_cast<double>(n);
+  add(op, kind, flops_per_elem * e, 4 * inputs * e, 4 * outputs * e);
+}
+
+void CostModelOps::column_sum(const char* op, int64_t M, int N) {
+  const double chunks = static_cast<double>(chunks_of(M)), n = N;
+  add(op, "bias grad", static_cast<double>(M) * N, 4.0 * static_cast<double>(M) * N, 8 * chunks * n);
+  add(op, "bias grad", chunks * n, 8 * chunks * n + 4 * n, 4 * n);
+}
+
+// ---- embeddings, rows -------------------------------------------------------------------------
+
+int64_t CostModelOps::distinct_rows(const int32_t* rows, int64_t n) const {
+  const auto* p = reinterpret_cast<const char*>(rows);
+  auto it = uploaded_ints_.upper_bound(p);
+  if (it == uploaded_ints_.begin()) return n;
+  --it;
+  const int64_t first = (p - it->first) / static_cast<int64_t>(sizeof(int32_t));
+  if ((p - it->first) % static_cast<int64_t>(sizeof(int32_t)) != 0 ||
+      first + n > static_cast<int64_t>(it->second.size()))
+    return n;
+  const std::unordered_set<int32_t> distinct(it->second.begin() + first, it->second.begin() + first + n);
+  return static_cast<int64_t>(distinct.size());
+}
+
+void CostModelOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                                      const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) {
+  if (inner_) inner_->embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H);
+  if (T == 0) return;
+  const double h = H, t = static_cast<double>(T);
+  const double rows = static_cast<double>(distinct_rows(word_ids, T) + distinct_rows(pos_ids, T) +
+                                          distinct_rows(type_ids, T));
+  add("embedding_fwd", "embedding", 2 * t * h, 12 * t + 4 * rows * h, 4 * t * h);
+}
+
+void CostModelOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+                                      const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
+  if (inner_) inner_->embedding_bwd(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H);
+  // CudaOps::embedding_bwd is three scatter_add_rows.
+  for (const int32_t* ids : {word_ids, pos_ids, type_ids}) scatter_kernels("embedding_bwd", ids, T, H);
+}
+
+void CostModelOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+  if (inner_) inner_->gather_rows(out, in, rows, n, H);
+  if (n == 0) return;
+  const double h = H, e = static_cast<double>(n);
+  add("gather_rows", "gather/scatter", 0, 4 * e + 4 * static_cast<double>(distinct_rows(rows, n)) * h, 4 * e * h);
+}
+
+void CostModelOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) {
+  if (inner_) inner_->scatter_add_rows(dst, src, rows, n, H);
+  scatter_kernels("scatter_add_rows", rows, n, H);
+}
+
+void CostModelOps::scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H) {
+  if (n == 0) return;
+  const double h = H, e = static_cast<double>(n), distinct = static_cast<double>(distinct_rows(rows, n));
+  add(op, "gather/scatter", 0, 0, 4 * e);  // iota
+  // CUB's onesweep radix sort of (int32 row, int32 index) pairs over 32 key bits: one
+  // histogram pass over the keys, then four 8-bit passes reading and writing keys and values.
+  add(op, "sort", 0, 4 * e, 0);
+  add(op, "sort", 0, 4 * 8 * e, 4 * 8 * e).launches = 4;
+  add(op, "gather/scatter", e * h, 8 * e + 4 * e * h + 4 * distinct * h, 4 * distinct * h);
+}
+
+// ---- dense layers ---------------------------------------------------------------------------
+
+void CostModelOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M,
+                                   int K, int N, Activation act) {
+  if (inner_) inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act);
+  if (M == 0) return;
+  Gemm g;  // [M, N] = in [M, K] · W[N, K]^T (+ b)
+  g.trans_b = true;
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.A = in;
+  g.lda = K;
+  g.B = W;
+  g.ldb = K;
+  g.bias = b != nullptr;
+  if (act == Activation::gelu_tanh && options_.fuse_gelu_tanh && b != nullptr && N % 8 == 0) {
+    g.aux = true;  // GELU_AUX_BIAS: out and pre_act from the epilogue
+    gemm("linear_fwd", "gemm", g);
+    return;
+  }
+  gemm("linear_fwd", "gemm", g);
+  if (act != Activation::none) elementwise("linear_fwd", "activation", M * N, 1, 1, activation_flops(act));
+}
+
+void CostModelOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
+  if (inner_) inner_->activation_fwd(out, pre, n, act);
+  if (n > 0) elementwise("activation_fwd", "activation", n, 1, 1, activation_flops(act));
+}
+
+void CostModelOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
+                                   const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+                                   bool accumulate_din) {
+  if (inner_) inner_->linear_bwd(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din);
+  if (M == 0) return;
+  const float* dpre = dout;
+  if (act != Activation::none) {
+    elementwise("linear_bwd", "activation", M * N, 2, 1, activation_flops(act));
+    dpre = dpre_scratch;
+  }
+  if (db != nullptr) column_sum("linear_bwd", M, N);
+  if (dW != nullptr) {
+    Gemm g;  // dW[N, K] += dpre[M, N]^T · in[M, K]
+    g.trans_a = true;
+    g.m = N;
+    g.n = K;
+    g.k = M;
+    g.A = dpre;
+    g.lda = N;
+    g.B = in;
+    g.ldb = K;
+    g.beta = true;
+    gemm("linear_bwd", "gemm", g);
+  }
+  if (din != nullptr) {
+    Gemm g;  // din[M, K] (+)= dpre[M, N] · W[N, K]
+    g.m = M;
+    g.n = K;
+    g.k = N;
+    g.A = dpre;
+    g.lda = N;
+    g.B = W;
+    g.ldb = K;
+    g.beta = accumulate_din;
+    gemm("linear_bwd", "gemm", g);
+  }
+}
+
+// ---- normalisation, dropout -------------------------------------------------------------------
+
+void CostModelOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+                                      const float* beta, int64_t M, int N, float eps) {
+  if (inner_) inner_->layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps);
+  if (M == 0) return;
+  const double m = static_cast<double>(M), n = N;
+  add("layernorm_fwd", "layernorm", 8 * m * n, 4 * m * n + 8 * n, 4 * m * n + 8 * m);
+}
+
+void CostModelOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+                                      const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
+  if (inner_) inner_->layernorm_bwd(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N);
+  if (M == 0) return;
+  const double m = static_cast<double>(M), n = N, chunks = static_cast<double>(chunks_of(M));
+  add("layernorm_bwd", "layernorm", 10 * m * n, 8 * m * n + 8 * m + 4 * n, 4 * m * n);
+  add("layernorm_bwd", "layernorm", 4 * m * n, 8 * m * n + 8 * m, 16 * chunks * n);
+  add("layernorm_bwd", "layernorm", 2 * chunks * n, 16 * chunks * n + 8 * n, 8 * n);
+}
+
+void CostModelOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                             const DropoutSite& site) {
+  if (inner_) inner_->dropout_residual_fwd(out, in, residual, n, site);
+  if (n > 0) elementwise("dropout_residual_fwd", "dropout/residual", n, residual != nullptr ? 2 : 1, 1, 4);
+}
+
+void CostModelOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+  if (inner_) inner_->dropout_bwd(din, dout, n, site);
+  if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4);
+}
+
+// ---- attention (the reference path: per sequence, head-batched GEMMs around softmax kernels) ---
+
+void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                                      const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
+  if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
+  const bool dropout = site.p != 0.0f;
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* q = qkv + s0 * ld;
+    const double block = static_cast<double>(heads) * L * L;
+    Gemm scores;  // P_h = Q_h K_h^T
+    scores.trans_b = true;
+    scores.m = L;
+    scores.n = L;
+    scores.k = head_dim;
+    scores.A = q;
+    scores.lda = ld;
+    scores.stride_a = head_dim;
+    scores.B = q + H;
+    scores.ldb = ld;
+    scores.stride_b = head_dim;
+    scores.batch = heads;
+    gemm("attention_fwd", "gemm (attention)", scores);
+    add("attention_fwd", "softmax", 6 * block, 4 * block + 4.0 * L, 4 * block * (dropout ? 2 : 1));
+    Gemm pv;  // ctx_h = dropout(P_h) V_h
+    pv.m = L;
+    pv.n = head_dim;
+    pv.k = L;
+    pv.A = nullptr;  // P or its dropped copy in scratch: never a weight
+    pv.lda = L;
+    pv.stride_a = L * L;
+    pv.B = q + 2 * H;
+    pv.ldb = ld;
+    pv.stride_b = head_dim;
+    pv.batch = heads;
+    gemm("attention_fwd", "gemm (attention)", pv);
+  }
+}
+
+void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                                      const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
+  if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
+  const bool dropout = site.p != 0.0f;
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* q = qkv + s0 * ld;
+    const float* dc = dctx + s0 * H;
+    const double block = static_cast<double>(heads) * L * L;
+    if (dropout) add("attention_bwd", "dropout/residual", 4 * block, 4 * block, 4 * block);
+    Gemm dv;  // dV_h = dropout(P_h)^T dctx_h
+    dv.trans_a = true;
+    dv.m = L;
+    dv.n = head_dim;
+    dv.k = L;
+    dv.A = nullptr;  // P or its dropped copy in scratch
+    dv.lda = L;
+    dv.stride_a = L * L;
+    dv.B = dc;
+    dv.ldb = H;
+    dv.stride_b = head_dim;
+    dv.batch = heads;
+    gemm("attention_bwd", "gemm (attention)", dv);
+    Gemm dp;  // d(dropout(P_h)) = dctx_h V_h^T
+    dp.trans_b = true;
+    dp.m = L;
+    dp.n = L;
+    dp.k = head_dim;
+    dp.A = dc;
+    dp.lda = H;
+    dp.stride_a = head_dim;
+    dp.B = q + 2 * H;
+    dp.ldb = ld;
+    dp.stride_b = head_dim;
+    dp.batch = heads;
+    gemm("attention_bwd", "gemm (attention)", dp);
+    add("attention_bwd", "softmax", 6 * block, 8 * block, 4 * block);
+    Gemm dq;  // dQ_h = dS_h K_h
+    dq.m = L;
+    dq.n = head_dim;
+    dq.k = L;
+    dq.A = nullptr;  // dS in scratch
+    dq.lda = L;
+    dq.stride_a = L * L;
+    dq.B = q + H;
+    dq.ldb = ld;
+    dq.stride_b = head_dim;
+    dq.batch = heads;
+    gemm("attention_bwd", "gemm (attention)", dq);
+    Gemm dk = dq;  // dK_h = dS_h^T Q_h
+    dk.trans_a = true;
+    dk.B = q;
+    gemm("attention_bwd", "gemm (attention)", dk);
+  }
+}
+
+// ---- loss ---------------------------------------------------------------------------------------
+
+void CostModelOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+                                     const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+  if (inner_) inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);
+  if (M == 0) return;
+  // Rows with a negative label read no logits (known when the host uploaded the labels).
+  int64_t read_rows = M;
+  const auto* p = reinterpret_cast<const char*>(labels);
+  auto it = uploaded_ints_.upper_bound(p);
+  if (it != uploaded_ints_.begin()) {
+    --it;
+    const int64_t first = (p - it->first) / static_cast<int64_t>(sizeof(int32_t));
+    if (first + M <= static_cast<int64_t>(it->second.size()))
+      read_rows = std::count_if(it->second.begin() + first, it->second.begin() + first + M,
+                                [](int32_t l) { return l >= 0; });
+  }
+  const double m = static_cast<double>(M), r = static_cast<double>(read_rows);
+  add("softmax_xent", "loss", 8 * r * V, 4 * m + 4 * r * V,
+      4 * m * ld + 4 * m + (correct != nullptr ? 4 * m : 0));
+  KernelCost& status = add("softmax_xent", "host copy", 0, 0, 0);  // async: no wait
+  status.host_bytes = kLabelStatusBytes;
+}
+
+// ---- optimizer -----------------------------------------------------------------------------------
+
+void CostModelOps::segment_table(const char* op, const std::vector<ParamSegment>& segs) {
+  const double words = 3.0 * static_cast<double>(segs.size()) + 1;
+  add(op, "host copy", 0, 0, 0).host_bytes = 8 * words;
+  if (!segs.empty()) add(op, "host copy", 0, 0, 0).host_bytes = 4.0 * segs.size();
+}
+
+void CostModelOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
+  if (inner_) inner_->segment_sumsq(host_out, x, segs);
+  else std::fill(host_out, host_out + segs.size(), 0.0);
+  if (segs.empty()) return;
+  segment_table("segment_sumsq", segs);
+  const double n = static_cast<double>(total_elems(segs)), chunks = static_cast<double>(segment_chunks(segs)),
+               S = static_cast<double>(segs.size());
+  if (chunks > 0) add("segment_sumsq", "optimizer", 2 * n, 4 * n, 8 * chunks);
+  add("segment_sumsq", "optimizer", chunks, 8 * chunks + 8 * (S + 1), 8 * S);
+  KernelCost& k = add("segment_sumsq", "host copy", 0, 0, 0);
+  k.host_bytes = 8 * S;
+  k.host_wait = true;
+}
+
+void CostModelOps::adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
+                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args) {
+  if (inner_) inner_->adam_direction(update, m, v, grad, param, segs, args);
+  if (segs.empty()) return;
+  segment_table("adam_direction", segs);
+  const double n = static_cast<double>(total_elems(segs));
+  add("adam_direction", "optimizer", 15 * n, 16 * n, 12 * n);
+}
+
+void CostModelOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                                     const std::vector<float>& host_scale) {
+  if (inner_) inner_->apply_update(param, update, segs, host_scale);
+  if (segs.empty()) return;
+  segment_table("apply_update", segs);
+  const double n = static_cast<double>(total_elems(segs));
+  add("apply_update", "optimizer", 2 * n, 8 * n, 4 * n);
+}
+
+void CostModelOps::scale_impl(float* x, float a, int64_t n) {
+  if (inner_) inner_->scale(x, a, n);
+  if (n > 0) elementwise("scale", "optimizer", n, 1, 1, 1);
+}
+
+// ---- prediction ----------------------------------------------------------------------------------
+
+double kernel_seconds(const KernelCost& k, const DeviceModel& d, bool graphed) {
+  const double peak = k.unit == MathUnit::tensor16 ? d.tensor16_flops
+                      : k.unit == MathUnit::tf32   ? d.tf32_flops
+                                                   : d.fp32_flops;
+  double t = std::max(k.flops / peak, (k.read_bytes + k.write_bytes) / d.bandwidth);
+  t += k.host_bytes / d.host_link;
+  if (!graphed) t += k.launches * d.launch_seconds;
+  if (k.host_wait) t += d.host_wait_seconds;
+  return t;
+}
+
+StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device, bool graphed) {
+  StepPrediction p;
+  std::map<std::string, CostRow> ops, kinds;
+  for (const KernelCost& k : kernels) {
+    const double t = kernel_seconds(k, device, graphed);
+    for (auto [rows, name] : {std::pair{&ops, &k.op}, std::pair{&kinds, &k.kind}}) {
+      CostRow& row = (*rows)[*name];
+      row.name = *name;
+      row.launches += k.launches;
+      row.flops += k.flops;
+      row.bytes += k.read_bytes + k.write_bytes;
+      row.seconds += t;
+    }
+    p.seconds += t;
+    p.launches += k.launches;
+    if (k.kind.rfind("gemm", 0) == 0) p.gemm_flops += k.flops;
+  }
+  auto sorted = [](const std::map<std::string, CostRow>& rows) {
+    std::vector<CostRow> v;
+    for (const auto& [name, row] : rows) v.push_back(row);
+    std::stable_sort(v.begin(), v.end(), [](const CostRow& a, const CostRow& b) { return a.seconds > b.seconds; });
+    return v;
+  };
+  p.by_op = sorted(ops);
+  p.by_kind = sorted(kinds);
+  return p;
+}
+
+}  // namespace bert

@@ -1,0 +1,171 @@
+// CostModelOps: an Ops that records, per call, the kernels the CUDA backend (CudaOps) would
+// launch for it — FLOPs, device bytes read and written at the backend's storage precision
+// (fp32 activations; 16-bit GEMM operands in bf16/fp16 mode, cast first unless they are
+// weights in the mirror), host transfers and host waits — and predicts a step's time on a named
+// GPU kernel by kernel as max(FLOPs / peak, bytes / bandwidth) + a launch cost. Without an inner
+// backend it does no arithmetic at all (memory is address space only; downloads read zeros), so
+// BERT-large shapes run on any machine; with one it forwards every call (the emulator check).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace bert {
+
+// The arithmetic unit a kernel's FLOPs run on.
+enum class MathUnit { tensor16, tf32, fp32 };
+
+// One GPU's peak rates for the cost model.
+struct DeviceModel {
+  std::string name;
+  double tensor16_flops = 0;  // dense bf16/fp16 tensor-core FLOP/s
+  double tf32_flops = 0;      // dense TF32 tensor-core FLOP/s
+  double fp32_flops = 0;      // fp32 without tensor cores
+  double bandwidth = 0;       // device memory, bytes/s
+  double host_link = 0;       // host <-> device, bytes/s
+  double launch_seconds = 4e-6;     // per kernel launch or copy unless graphed
+  double host_wait_seconds = 10e-6;  // per host wait for the stream (never graphed)
+};
+
+// "h100" (SXM) or "a100" (80 GB SXM); Error(invalid_argument) naming the known ones otherwise.
+DeviceModel device_model(const std::string& name);
+
+// One kernel (or copy) as CudaOps would launch it.
+struct KernelCost {
+  std::string op;    // the Ops method that launched it
+  std::string kind;  // what the kernel does: "gemm", "cast", "layernorm", ...
+  double flops = 0;
+  double read_bytes = 0, write_bytes = 0;  // device memory
+  double host_bytes = 0;                   // over the host link (copies count here only)
+  MathUnit unit = MathUnit::fp32;
+  int launches = 1;        // launches (or copies) this entry stands for
+  bool host_wait = false;  // the host waits for the stream after it
+};
+
+struct CostModelOptions {
+  // The CUDA backend's GEMM precision: "fp32", "tf32", "bf16" or "fp16".
+  std::string precision = "bf16";
+  // Whether cuBLASLt's GELU_AUX_BIAS epilogue computes the tanh form on the target (CudaOps
+  // probes this at construction; it holds for the emulator and for cuBLASLt on sm_80/sm_90).
+  bool fuse_gelu_tanh = true;
+};
+
+class CostModelOps final : public Ops {
+ public:
+  // inner: the backend to forward to (its results are the real ones), or null for none.
+  explicit CostModelOps(const CostModelOptions& options, std::unique_ptr<Ops> inner = nullptr);
+  ~CostModelOps() override;
+
+  // Kernels recorded since construction or the last reset(), in launch order.
+  const std::vector<KernelCost>& kernels() const { return kernels_; }
+  void reset() { kernels_.clear(); }
+
+  std::string name() const override;
+  void* alloc(size_t bytes) override;
+  void release(void* ptr) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override;
+  size_t peak_bytes() const override;
+  void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
+  void set_weights(const float* params, int64_t n) override;
+  void weights_changed() override;
+
+
+ private:
+  // Ops' implementations (their arguments were checked by the Ops method that calls them).
+  void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                          const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) override;
+  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+                          const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) override;
+  void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
+                       int N, Activation act) override;
+  void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
+                       const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+                       bool accumulate_din) override;
+  void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) override;
+  void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
+                          int64_t M, int N, float eps) override;
+  void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
+                          const float* rstd, const float* gamma, int64_t M, int N) override;
+  void dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                 const DropoutSite& site) override;
+  void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
+  void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias, const AttentionLayout& layout,
+                          int heads, int head_dim, const DropoutSite& site) override;
+  void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                          const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override;
+  void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) override;
+  void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+                         int64_t M, int V, int ld, float grad_scale) override;
+  void segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
+  void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
+                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+  void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
+                         const std::vector<float>& host_scale) override;
+  void scale_impl(float* x, float a, int64_t n) override;
+
+  // One GEMM as LtGemm::run sees it (row-major; see backend/cuda/cublaslt_gemm.h).
+  struct Gemm {
+    bool trans_a = false, trans_b = false;
+    int64_t m = 0, n = 0, k = 0;
+    const float* A = nullptr;
+    int64_t lda = 0, stride_a = 0;
+    const float* B = nullptr;
+    int64_t ldb = 0, stride_b = 0;
+    int batch = 1;
+    bool beta = false, bias = false, aux = false;
+  };
+  bool low_precision() const;
+  MathUnit gemm_unit() const;
+  // Records a kernel of `op` (launches = 1 unless given).
+  KernelCost& add(const char* op, const char* kind, double flops, double read, double write);
+  // The GEMM and, in bf16/fp16 mode, the casts of its operands (as LtGemm::run does).
+  void gemm(const char* op, const char* kind, const Gemm& g);
+  // The 16-bit operand: the weight mirror (re-cast whole when stale) or a cast of its span.
+  void lowp_operand(const char* op, const float* x, int64_t span);
+  void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem);
+  void column_sum(const char* op, int64_t M, int N);
+  // The multi-tensor kernels' segment table upload (two host-to-device copies).
+  void segment_table(const char* op, const std::vector<ParamSegment>& segs);
+  // The kernels of CudaOps::scatter_add_rows (iota, CUB radix sort, segmented add), as `op`.
+  void scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H);
+  // Distinct values of an int32 array the host uploaded (n when its contents are not known).
+  int64_t distinct_rows(const int32_t* rows, int64_t n) const;
+
+  CostModelOptions options_;
+  std::unique_ptr<Ops> inner_;
+  std::vector<KernelCost> kernels_;
+  const float* weights_ = nullptr;  // the registered parameter range (set_weights)
+  int64_t weight_elems_ = 0;
+  bool weights_stale_ = true;
+  std::map<void*, size_t> reserved_;  // without an inner backend: address-space reservations
+  size_t live_bytes_ = 0, peak_bytes_ = 0;
+  std::map<const char*, std::vector<int32_t>> uploaded_ints_;  // small uploads, by destination
+};
+
+// A step's prediction from recorded kernels on a device.
+struct CostRow {
+  std::string name;  // op or kernel kind
+  int64_t launches = 0;
+  double flops = 0, bytes = 0, seconds = 0;
+};
+struct StepPrediction {
+  std::vector<CostRow> by_op, by_kind;  // each sorted by predicted time, largest first
+  double seconds = 0;                   // the whole step
+  double gemm_flops = 0;                // FLOPs of the GEMM kernels (model FLOPs)
+  int64_t launches = 0;
+};
+// graphed: the step replays as a CUDA graph (no launch cost per kernel; host waits remain).
+double kernel_seconds(const KernelCost& k, const DeviceModel& device, bool graphed);
+StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device, bool graphed);
+
+}  // namespace bert

@@ -1,0 +1,119 @@
+// bert-bench's cost-model mode (see bench_cost_model.h). The all-reduce is a ring: each rank
+// sends and receives 2(W-1)/W of the fp32 gradient over its link, added after the step's kernels
+// (no overlap with the backward pass, so an upper bound); with a sharded optimizer the same bytes
+// move as reduce-scatter + all-gather and the optimizer's kernels run on 1/W of the parameters.
+#include "bench_cost_model.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "backend/cost_model_ops.h"
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "session/session.h"
+
+namespace bert_tools {
+namespace {
+
+bool is_optimizer_op(const std::string& op) {
+  return op == "segment_sumsq" || op == "adam_direction" || op == "apply_update" || op == "scale";
+}
+
+void print_rows(const char* title, const std::vector<bert::CostRow>& rows, double step_seconds) {
+  std::printf("%-24s %9s %10s %9s %10s %7s\n", title, "launches", "GFLOP", "GB", "time ms", "share");
+  for (const bert::CostRow& r : rows) {
+    std::printf("%-24s %9lld %10.2f %9.3f %10.3f %6.1f%%\n", r.name.c_str(), static_cast<long long>(r.launches),
+                r.flops / 1e9, r.bytes / 1e9, r.seconds * 1e3, 100.0 * r.seconds / step_seconds);
+  }
+}
+
+}  // namespace
+
+int run_cost_model(const CostModelRequest& q) {
+  try {
+    bert::DeviceModel device = bert::device_model(q.device);
+    const bool lowp = q.precision == "bf16" || q.precision == "fp16";
+    double& gemm_peak = lowp ? device.tensor16_flops : q.precision == "tf32" ? device.tf32_flops : device.fp32_flops;
+    if (q.peak_tflops > 0) gemm_peak = q.peak_tflops * 1e12;
+    if (q.bandwidth_tbs > 0) device.bandwidth = q.bandwidth_tbs * 1e12;
+    BERT_CHECK(q.world >= 1, bert::Code::invalid_argument, "--world must be at least 1, got ", q.world);
+    BERT_CHECK(!q.shard_optimizer || q.world > 1, bert::Code::invalid_argument,
+               "--shard-optimizer 1 needs --world 2 or more");
+    const double link = q.link_gbs > 0 ? q.link_gbs * 1e9 : (q.device == "h100" ? 450e9 : 300e9);  // NVLink 4 / 3
+
+    nlohmann::json config = q.config;
+    config["device"] = "cpu";  // the session's own backend is replaced; the CPU one is cheapest to make
+    config["train"]["precision"] = "fp32";
+    config["train"]["threads"] = 1;
+    if (q.precision == "fp16") config["train"]["loss_scaling"] = "dynamic";
+    bert::CostModelOptions options;
+    options.precision = q.precision;
+    bert::CostModelOps* model = nullptr;
+    bert::Session session(bert::parse_session_config(config.dump()), bert::make_local_communicator(),
+                          [&](std::unique_ptr<bert::Ops>) {
+                            auto ops = std::make_unique<bert::CostModelOps>(options);
+                            model = ops.get();
+                            return ops;
+                          });
+    session.step(nullptr);  // the first step also grows scratch; the second is the steady state
+    model->reset();
+    session.step(nullptr);
+
+    std::vector<bert::KernelCost> kernels = model->kernels();
+    if (q.shard_optimizer) {
+      for (bert::KernelCost& k : kernels) {
+        if (!is_optimizer_op(k.op)) continue;
+        k.flops /= q.world;
+        k.read_bytes /= q.world;
+        k.write_bytes /= q.world;
+      }
+    }
+    const int64_t params = session.model().params().total_elems;
+    if (q.world > 1) {
+      const double bytes = 2.0 * (q.world - 1) / q.world * 4.0 * static_cast<double>(params);
+      bert::KernelCost reduce;
+      reduce.op = q.shard_optimizer ? "reduce-scatter + all-gather" : "allreduce (ring)";
+      reduce.kind = "communication";
+      reduce.host_bytes = bytes;  // over the link: bandwidth applied below
+      reduce.launches = q.shard_optimizer ? 2 : 1;
+      kernels.push_back(reduce);
+    }
+    bert::DeviceModel with_link = device;
+    with_link.host_link = link;
+    // Host copies run over the host link, the collective over the GPU link: predict them apart.
+    std::vector<bert::KernelCost> local, collective;
+    for (const bert::KernelCost& k : kernels) (k.kind == "communication" ? collective : local).push_back(k);
+    bert::StepPrediction p = bert::predict_step(local, device, q.graphed);
+    const bert::StepPrediction c = bert::predict_step(collective, with_link, q.graphed);
+    p.by_op.insert(p.by_op.end(), c.by_op.begin(), c.by_op.end());
+    p.by_kind.insert(p.by_kind.end(), c.by_kind.begin(), c.by_kind.end());
+    p.seconds += c.seconds;
+    p.launches += c.launches;
+
+    const double model_flops = q.model_flops(session.config().model.to_json());
+    const double mfu = model_flops / p.seconds / gemm_peak;
+    std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s\n",
+                q.device.c_str(), q.precision.c_str(), gemm_peak / 1e12, lowp ? "16-bit" : q.precision.c_str(),
+                device.bandwidth / 1e12, q.graphed ? "graphed (no launch cost)" : "4 us per launch");
+    print_rows("op", p.by_op, p.seconds);
+    std::printf("\n");
+    print_rows("kernel kind", p.by_kind, p.seconds);
+    std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs), %lld launches\n",
+                p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, model_flops / 1e12,
+                static_cast<long long>(p.launches));
+    nlohmann::json summary = {{"cost_model", q.device},  {"precision", q.precision},
+                              {"graphed", q.graphed},    {"world", q.world},
+                              {"shard_optimizer", q.shard_optimizer},
+                              {"predicted_step_seconds", p.seconds},
+                              {"predicted_sequences_per_second", q.batch / p.seconds},
+                              {"predicted_mfu", mfu},    {"model_flops", model_flops},
+                              {"launches", p.launches},  {"parameters", params}};
+    std::printf("%s\n", summary.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: cost model: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace bert_tools

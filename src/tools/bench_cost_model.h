@@ -1,0 +1,31 @@
+// bert-bench --cost-model DEVICE: one training step of the requested shape run through the
+// session on CostModelOps (no arithmetic), then the predicted step on that GPU printed as tables
+// per op and per kernel kind, with sequences/s and model-FLOPs utilisation — a prediction.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace bert_tools {
+
+struct CostModelRequest {
+  std::string device;       // "h100" or "a100"
+  nlohmann::json config;    // the session config bert-bench built (its device/precision are replaced)
+  std::string precision;    // the CUDA backend's precision to model
+  // Model FLOPs of the step from the resolved model config (bert-bench's analytic count).
+  std::function<double(const nlohmann::json& model)> model_flops;
+  int batch = 0;            // sequences per step
+  double peak_tflops = 0;   // overrides the device's peak for the GEMM precision (0: keep)
+  double bandwidth_tbs = 0; // overrides the device's memory bandwidth (0: keep)
+  bool graphed = false;     // the step replays as a CUDA graph (no launch cost)
+  int world = 1;            // data-parallel ranks: adds the gradient all-reduce
+  double link_gbs = 0;      // per-GPU link bandwidth for the all-reduce (0: the device's NVLink)
+  bool shard_optimizer = false;  // optimizer work divided by world (reduce-scatter + all-gather)
+};
+
+// Prints the tables and a JSON summary line; returns the process exit code.
+int run_cost_model(const CostModelRequest& request);
+
+}  // namespace bert_tools

@@ -1,0 +1,66 @@
+// CostModelOps without an inner backend: the kernels it records for a bf16 dense layer (the
+// operand cast, the weight-mirror refresh once per weights_changed, the GEMM's bytes and FLOPs),
+// the roofline time of a kernel, and the errors for unknown devices and precisions.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backend/cost_model_ops.h"
+#include "core/error.h"
+
+namespace bert {
+namespace {
+
+TEST(CostModel, Bf16DenseLayerCastsItsInputAndReadsWeightsFromTheMirror) {
+  CostModelOps ops(CostModelOptions{});
+  const int64_t M = 256, K = 64, N = 32;
+  auto* weights = static_cast<float*>(ops.alloc((N * K + N) * sizeof(float)));
+  auto* in = static_cast<float*>(ops.alloc(M * K * sizeof(float)));
+  auto* out = static_cast<float*>(ops.alloc(M * N * sizeof(float)));
+  ops.set_weights(weights, N * K + N);
+  for (int call = 0; call < 2; ++call) ops.linear_fwd(out, nullptr, in, weights, weights + N * K, M, K, N, Activation::none);
+  const std::vector<KernelCost>& k = ops.kernels();
+  ASSERT_EQ(k.size(), 5u);  // weight refresh, input cast, GEMM; then input cast, GEMM
+  EXPECT_EQ(k[0].kind, "cast (weights)");
+  EXPECT_EQ(k[0].read_bytes, 4.0 * (N * K + N));
+  EXPECT_EQ(k[1].kind, "cast (activations)");
+  EXPECT_EQ(k[1].write_bytes, 2.0 * M * K);
+  EXPECT_EQ(k[2].kind, "gemm");
+  EXPECT_EQ(k[2].flops, 2.0 * M * N * K);
+  EXPECT_EQ(k[2].read_bytes, 2.0 * (M * K + N * K) + 4.0 * N);  // 16-bit operands, fp32 bias
+  EXPECT_EQ(k[2].write_bytes, 4.0 * M * N);
+  EXPECT_EQ(k[2].unit, MathUnit::tensor16);
+  EXPECT_EQ(k[3].kind, "cast (activations)") << "the mirror is refreshed only after weights_changed";
+  ops.weights_changed();
+  ops.linear_fwd(out, nullptr, in, weights, weights + N * K, M, K, N, Activation::none);
+  EXPECT_EQ(ops.kernels()[5].kind, "cast (weights)");
+  for (void* p : {static_cast<void*>(weights), static_cast<void*>(in), static_cast<void*>(out)}) ops.release(p);
+}
+
+TEST(CostModel, KernelTimeIsTheRooflinePlusLaunch) {
+  const DeviceModel h100 = device_model("h100");
+  KernelCost gemm;
+  gemm.flops = 989e9;  // 1 ms of bf16 tensor-core work, 3.35 MB in 1 µs
+  gemm.read_bytes = 3.35e6;
+  gemm.unit = MathUnit::tensor16;
+  EXPECT_NEAR(kernel_seconds(gemm, h100, false), 1e-3 + 4e-6, 1e-12);
+  EXPECT_NEAR(kernel_seconds(gemm, h100, true), 1e-3, 1e-12);
+  KernelCost copy;
+  copy.read_bytes = copy.write_bytes = 3.35e9;  // 2 ms of bandwidth
+  EXPECT_NEAR(kernel_seconds(copy, device_model("a100"), true), 6.7e9 / 2.0e12, 1e-12);
+}
+
+TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {
+  try {
+    device_model("v100");
+    FAIL() << "v100 is not modelled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown device 'v100' (known: h100, a100)"), std::string::npos) << e.what();
+  }
+  CostModelOptions bad;
+  bad.precision = "int8";
+  EXPECT_THROW(CostModelOps ops(bad), Error);
+}
+
+}  // namespace
+}  // namespace bert
