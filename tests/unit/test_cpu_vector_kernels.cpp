@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/cpu_dropout.h"
+#include "backend/cpu/cpu_philox.h"
 #include "backend/cpu/cpu_vector_math.h"
 #include "core/philox.h"
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/cpu_dropout.h"
+#include "backend/cpu/cpu_philox.h"
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_vector_math.h"

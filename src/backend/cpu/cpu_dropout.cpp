@@ -1,63 +1,53 @@
-// dropout_uniforms: Philox4x32-10 (core/philox.h) for the 64 groups of one block at once, with
-// the counters in structure-of-arrays form so the compiler vectorises the rounds (32x32->64-bit
-// multiplies), compiled for AVX-512, AVX2 and the baseline and picked at run time
-// (target_clones). The uniforms are philox_uniform_at's, bit for bit.
-#include "backend/cpu/cpu_dropout.h"
-
+// Dropout on the CPU: dropout (+ residual) forward and dropout backward, with masks drawn by the
+// vectorised Philox of cpu_philox.h. Work is split into fixed chunks whose size is a multiple of
+// 4, so each Philox block is drawn by one thread.
 #include <algorithm>
 
+#include "backend/cpu/cpu_philox.h"
+#include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
-#include "core/philox.h"
 
 namespace bert {
 namespace {
 
-constexpr int kGroups = kDropoutBlock / 4;
+constexpr int64_t kChunk = kParallelElements;
 
-// u[4g + k] = philox_uniform(philox_block(seed, step, tensor_id, first_group + g).v[k]).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void philox_block_uniforms(float (&u)[kDropoutBlock], uint64_t seed, uint64_t step, uint32_t tensor_id,
-                           uint64_t first_group) {
-  uint32_t c0[kGroups], c1[kGroups], c2[kGroups], c3[kGroups];
-  for (int g = 0; g < kGroups; ++g) {
-    const uint64_t group = first_group + static_cast<uint64_t>(g);
-    c0[g] = static_cast<uint32_t>(group);
-    c1[g] = static_cast<uint32_t>(group >> 32);
-    c2[g] = tensor_id;
-    c3[g] = static_cast<uint32_t>(step);
-  }
-  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    for (int g = 0; g < kGroups; ++g) {
-      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[g];
-      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[g];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[g] ^ key0;
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[g] ^ key1;
-      c1[g] = static_cast<uint32_t>(p1);
-      c3[g] = static_cast<uint32_t>(p0);
-      c0[g] = n0;
-      c2[g] = n2;
-    }
-    key0 += 0x9E3779B9u;
-    key1 += 0xBB67AE85u;
-  }
-  for (int g = 0; g < kGroups; ++g) {
-    u[4 * g] = philox_uniform(c0[g]);
-    u[4 * g + 1] = philox_uniform(c1[g]);
-    u[4 * g + 2] = philox_uniform(c2[g]);
-    u[4 * g + 3] = philox_uniform(c3[g]);
-  }
-}
+int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
 }  // namespace
 
-void dropout_uniforms(float* u, const DropoutSite& site, int64_t begin, int64_t end) {
-  const int64_t block = begin / kDropoutBlock;
-  BERT_CHECK(begin >= 0 && begin <= end && end <= (block + 1) * kDropoutBlock, Code::internal,
-             "dropout_uniforms: [", begin, ", ", end, ") is not inside one block");
-  float all[kDropoutBlock];
-  philox_block_uniforms(all, site.seed, site.step, site.tensor_id, static_cast<uint64_t>(block) * kGroups);
-  std::copy(all + (begin - block * kDropoutBlock), all + (end - block * kDropoutBlock), u);
+void CpuOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+                                       const DropoutSite& site) {
+  const float keep_scale = dropout_keep_scale(site);
+  const int64_t chunks = chunks_of(n);
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    if (site.p == 0.0f) {
+      for (int64_t i = begin; i < end; ++i) out[i] = residual ? in[i] + residual[i] : in[i];
+      continue;
+    }
+    for_each_dropout_uniform(site, begin, end, [&](int64_t i, float u) {
+      const float dropped = u >= site.p ? in[i] * keep_scale : 0.0f;
+      out[i] = residual ? dropped + residual[i] : dropped;
+    });
+  }
+}
+
+void CpuOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+  if (site.p == 0.0f) {
+    if (din != dout) copy(din, dout, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const float keep_scale = dropout_keep_scale(site);
+  const int64_t chunks = chunks_of(n);
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    for_each_dropout_uniform(site, begin, end, [&](int64_t i, float u) {
+      din[i] = u >= site.p ? dout[i] * keep_scale : 0.0f;
+    });
+  }
 }
 
 }  // namespace bert

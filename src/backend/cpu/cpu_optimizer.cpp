@@ -1,6 +1,6 @@
 // Optimizer primitives on the CPU over segments of the flat parameter buffer: per-segment sums
 // of squares (double, fixed chunking and summation order, so identical for any thread count),
-// the Adam direction shared by LAMB and AdamW, and the scaled parameter update.
+// the Adam direction shared by LAMB and AdamW, the scaled parameter update, and scaling.
 #include <algorithm>
 #include <cmath>
 
@@ -80,6 +80,15 @@ void CpuOps::apply_update_impl(float* param, const float* update, const std::vec
     const int64_t begin = segs[s].offset, end = segs[s].offset + segs[s].size;
 #pragma omp for schedule(static) nowait
     for (int64_t i = begin; i < end; ++i) param[i] -= a * update[i];
+  }
+}
+
+void CpuOps::scale_impl(float* x, float a, int64_t n) {
+  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kParallelElements, end = std::min(n, begin + kParallelElements);
+    for (int64_t i = begin; i < end; ++i) x[i] *= a;
   }
 }
 

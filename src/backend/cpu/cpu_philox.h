@@ -1,7 +1,7 @@
 // Philox dropout helpers shared by the CPU dropout and attention ops. Uniforms are exactly
 // philox_uniform_at's (Philox groups of four, one block per group), so a GPU kernel that calls
 // philox_uniform_at per element reproduces every mask bit. They are drawn a block of elements
-// at a time by a vectorised Philox (cpu_dropout.cpp).
+// at a time by a vectorised Philox (cpu_philox.cpp).
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,6 @@
-// Row gathers on the CPU: embedding lookup (word + position + type) and its backward, and the
-// gather/scatter-add of rows used by the pretraining heads. Backward scatters split the columns
-// among threads and walk the tokens in order, so repeated ids sum in a fixed order (no races,
-// identical results for any thread count).
+// Embeddings on the CPU: the lookup (word + position + type) and its backward. The backward
+// splits the columns among threads and walks the tokens in order, so repeated ids sum in a fixed
+// order (no races, identical results for any thread count).
 #include <algorithm>
 
 #include "backend/cpu/cpu_ops.h"
@@ -44,27 +43,6 @@ void CpuOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const f
         p[j] += g[j];
         s[j] += g[j];
       }
-    }
-  }
-}
-
-void CpuOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
-#pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    std::copy_n(in + static_cast<int64_t>(rows[i]) * H, H, out + i * H);
-  }
-}
-
-void CpuOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
-                                   int H) {
-  const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
-  for (int blk = 0; blk < blocks; ++blk) {
-    const int c0 = blk * kColumnBlock, c1 = std::min(H, c0 + kColumnBlock);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* g = src + i * H;
-      float* d = dst + static_cast<int64_t>(rows[i]) * H;
-      for (int j = c0; j < c1; ++j) d[j] += g[j];
     }
   }
 }
