@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "bert.h"
 
 struct GlobalBatch {
@@ -56,3 +58,28 @@ struct GlobalBatch {
     return b;
   }
 };
+
+// Every parameter of the session, in bert_param_info order, as one vector.
+inline std::vector<float> all_weights(bert_session* s) {
+  size_t count = 0;
+  bert_param_count(s, &count);
+  std::vector<float> out;
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    int ndim = 0;
+    int64_t shape[BERT_MAX_PARAM_DIMS];
+    bert_param_info(s, i, &name, &ndim, shape);
+    size_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    std::vector<float> w(n);
+    EXPECT_EQ(bert_param_read(s, name, w.data(), n), BERT_OK) << bert_last_error();
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+// Per-step losses and gradient norms, and the weights at the end, of one run.
+struct Trace {
+  std::vector<float> loss, grad_norm, weights;
+};
+

@@ -43,28 +43,6 @@ bert_session* create(const std::string& cfg) {
   return s;
 }
 
-std::vector<float> all_weights(bert_session* s) {
-  size_t count = 0;
-  bert_param_count(s, &count);
-  std::vector<float> out;
-  for (size_t i = 0; i < count; ++i) {
-    const char* name = nullptr;
-    int ndim = 0;
-    int64_t shape[4];
-    bert_param_info(s, i, &name, &ndim, shape);
-    size_t n = 1;
-    for (int d = 0; d < ndim; ++d) n *= shape[d];
-    std::vector<float> w(n);
-    EXPECT_EQ(bert_param_read(s, name, w.data(), n), BERT_OK) << bert_last_error();
-    out.insert(out.end(), w.begin(), w.end());
-  }
-  return out;
-}
-
-struct Trace {
-  std::vector<float> loss, grad_norm, weights;
-};
-
 // Steps [first_step, last_step) of this rank's rows of the fixed global batches.
 Trace train(bert_session* s, int first_step, int last_step) {
   Trace t;
