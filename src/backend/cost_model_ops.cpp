@@ -200,8 +200,17 @@ void CostModelOps::lowp_operand(const char* op, const float* x, int64_t span) {
     }
     return;
   }
+  for (const auto& [base, n] : staged_) {
+    if (x != nullptr && !before(x, base) && !before(base + n, x) && span <= (base + n) - x) return;
+  }
   const double n = static_cast<double>(span);
   add(op, "cast (activations)", n, 4 * n, 2 * n);
+}
+
+void CostModelOps::stage(const char* op, const float* data, int64_t n) {
+  if (!low_precision() || n <= 0) return;
+  add(op, "cast (activations)", static_cast<double>(n), 4.0 * n, 2.0 * n);
+  staged_.emplace_back(data, n);
 }
 
 void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
@@ -210,8 +219,10 @@ void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
   if (low_precision()) {  // LtGemm::lt_operands: our B first, then our A
     lowp_operand(op, g.B, g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
                                     : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch));
-    lowp_operand(op, g.A, g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
-                                    : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch));
+    if (!g.a_staged) {
+      lowp_operand(op, g.A, g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
+                                      : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch));
+    }
   }
   const double batch = g.batch, m = static_cast<double>(g.m), n = static_cast<double>(g.n),
                k = static_cast<double>(g.k);
@@ -393,6 +404,7 @@ void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv
   if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
+  stage("attention_fwd", qkv, layout.total_tokens() * ld);
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
@@ -425,6 +437,7 @@ void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv
     pv.batch = heads;
     gemm("attention_fwd", "gemm (attention)", pv);
   }
+  staged_.clear();
 }
 
 void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
@@ -432,6 +445,8 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
   if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
+  stage("attention_bwd", qkv, layout.total_tokens() * ld);
+  stage("attention_bwd", dctx, layout.total_tokens() * H);
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
@@ -466,11 +481,13 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
     dp.batch = heads;
     gemm("attention_bwd", "gemm (attention)", dp);
     add("attention_bwd", "softmax", 6 * block, 8 * block, 4 * block);
+    if (low_precision()) add("attention_bwd", "cast (activations)", block, 4 * block, 2 * block);  // dS staged once
     Gemm dq;  // dQ_h = dS_h K_h
     dq.m = L;
     dq.n = head_dim;
     dq.k = L;
-    dq.A = nullptr;  // dS in scratch
+    dq.A = nullptr;  // dS in scratch, staged above
+    dq.a_staged = true;
     dq.lda = L;
     dq.stride_a = L * L;
     dq.B = q + H;
@@ -483,6 +500,7 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
     dk.B = q;
     gemm("attention_bwd", "gemm (attention)", dk);
   }
+  staged_.clear();
 }
 
 // ---- loss ---------------------------------------------------------------------------------------

@@ -123,6 +123,7 @@ class CostModelOps final : public Ops {
     int64_t ldb = 0, stride_b = 0;
     int batch = 1;
     bool beta = false, bias = false, aux = false;
+    bool a_staged = false;  // A is a scratch buffer staged before (no cast of its own)
   };
   bool low_precision() const;
   MathUnit gemm_unit() const;
@@ -130,8 +131,11 @@ class CostModelOps final : public Ops {
   KernelCost& add(const char* op, const char* kind, double flops, double read, double write);
   // The GEMM and, in bf16/fp16 mode, the casts of its operands (as LtGemm::run does).
   void gemm(const char* op, const char* kind, const Gemm& g);
-  // The 16-bit operand: the weight mirror (re-cast whole when stale) or a cast of its span.
+  // The 16-bit operand: the weight mirror (re-cast whole when stale), a staged copy, or a cast
+  // of its span.
   void lowp_operand(const char* op, const float* x, int64_t span);
+  // LtGemm::stage: one cast of [data, data + n) that later GEMM operands inside it read from.
+  void stage(const char* op, const float* data, int64_t n);
   void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem);
   void column_sum(const char* op, int64_t M, int N);
   // The multi-tensor kernels' segment table upload (two host-to-device copies).
@@ -147,6 +151,7 @@ class CostModelOps final : public Ops {
   const float* weights_ = nullptr;  // the registered parameter range (set_weights)
   int64_t weight_elems_ = 0;
   bool weights_stale_ = true;
+  std::vector<std::pair<const float*, int64_t>> staged_;  // LtGemm's staged ranges, as in attention
   std::map<void*, size_t> reserved_;  // without an inner backend: address-space reservations
   size_t live_bytes_ = 0, peak_bytes_ = 0;
   std::map<const char*, std::vector<int32_t>> uploaded_ints_;  // small uploads, by destination

@@ -6,6 +6,7 @@
 #include "backend/cuda/cublaslt_gemm.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "backend/cuda/cuda_check.h"
 #include "kernels/cast.h"
@@ -204,9 +205,24 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, P
                           g.aux != nullptr ? alignment_of(g.aux) : uint32_t{256});
 }
 
+void LtGemm::stage(const float* data, int64_t n) {
+  if (!low_precision() || n <= 0) return;
+  BERT_CHECK(staged_count_ < kMaxStaged, Code::internal, "LtGemm::stage: more than ", kMaxStaged, " staged ranges");
+  std::unique_ptr<ScratchBuffer>& copy = staged_copies_[staged_count_];
+  if (!copy) copy = std::make_unique<ScratchBuffer>(memory_, stream_);
+  void* bits = copy->get(static_cast<size_t>(n) * 2);
+  kernels::cast_to_lowp(bits, data, n, 1.0f, lowp_kind(precision_), stream_);
+  staged_[staged_count_++] = Staged{data, n, static_cast<const char*>(bits)};
+}
+
 const void* LtGemm::lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch,
                                  bool cast) {
   if (const void* mirrored = weights_->find(x, span)) return mirrored;
+  const std::less<const float*> before;
+  for (int i = 0; i < staged_count_; ++i) {
+    const Staged& s = staged_[i];
+    if (!before(x, s.base) && x + span <= s.base + s.n) return s.copy + (x - s.base) * 2;
+  }
   void* copy = scratch.get(static_cast<size_t>(span) * 2);
   if (cast) kernels::cast_to_lowp(copy, x, span, 1.0f, lowp_kind(precision_), stream_);
   return copy;

@@ -62,6 +62,16 @@ class LtGemm {
   // False when cuBLASLt offers no algorithm for these arguments (used to probe epilogues).
   bool supported(const GemmArgs& args);
 
+  // Operand staging (bf16/fp16 modes; nothing to do otherwise): casts fp32 data[0, n) to 16 bits
+  // once, and GEMMs read operands inside that range from the copy instead of casting them per
+  // call, until unstage_all(). Attention stages qkv once per layer instead of casting slices of
+  // it for every sequence and GEMM. At most kMaxStaged ranges at once; unstage_to(k) keeps the
+  // first k.
+  static constexpr int kMaxStaged = 3;
+  void stage(const float* data, int64_t n);
+  int staged_count() const { return staged_count_; }
+  void unstage_to(int count) { staged_count_ = count < staged_count_ ? count : staged_count_; }
+
  private:
   struct Plan;
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -88,6 +98,14 @@ class LtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   ScratchBuffer a_lowp_, b_lowp_;  // 16-bit copies of A and B in bf16/fp16 mode
+  struct Staged {
+    const float* base = nullptr;
+    int64_t n = 0;
+    const char* copy = nullptr;  // n 16-bit values
+  };
+  Staged staged_[kMaxStaged];
+  std::unique_ptr<ScratchBuffer> staged_copies_[kMaxStaged];
+  int staged_count_ = 0;
   std::unique_ptr<WeightMirror> weights_;
   std::map<Key, CachedAlgo> cache_;
 };

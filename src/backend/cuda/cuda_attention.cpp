@@ -1,7 +1,9 @@
 // Reference attention on the GPU for padded and variable-length (packed) batches: per sequence,
 // head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
 // around the fused scale+mask+softmax(+dropout) kernels. Scores are written straight into the
-// saved probs array, so the dropout element index is the index there, as on the CPU. With
+// saved probs array, so the dropout element index is the index there, as on the CPU. In
+// bf16/fp16 the GEMMs read Q, K, V (and dctx, dS) from 16-bit copies staged once per call
+// (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
 // fused attention both directions go to FusedAttention (cuDNN) instead, for every layout the
 // GPU supports there.
 #include <cmath>
@@ -12,6 +14,23 @@
 #include "kernels/dropout.h"
 
 namespace bert {
+namespace {
+
+// Gives the GEMM operands staged during an attention call back when it ends (also by an
+// exception), keeping those staged before it.
+class StagedOperands {
+ public:
+  explicit StagedOperands(LtGemm& gemm) : gemm_(gemm), keep_(gemm.staged_count()) {}
+  ~StagedOperands() { gemm_.unstage_to(keep_); }
+  StagedOperands(const StagedOperands&) = delete;
+  StagedOperands& operator=(const StagedOperands&) = delete;
+
+ private:
+  LtGemm& gemm_;
+  int keep_;
+};
+
+}  // namespace
 
 void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
                                  const AttentionLayout& layout, int heads, int head_dim,
@@ -28,7 +47,9 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
   float* dropped = site.p != 0.0f
                        ? attn_a_->get_as<float>(static_cast<size_t>(heads) * max_len * max_len)
                        : nullptr;  // [heads, L, L] of the current sequence
-  int64_t offset = 0;              // probs_offset of sequence b
+  const StagedOperands staged(*gemm_);
+  gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
+  int64_t offset = 0;  // probs_offset of sequence b
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
@@ -87,6 +108,9 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
   const size_t block = static_cast<size_t>(heads) * max_len * max_len;
   float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(block) : nullptr;  // [heads, L, L]
   float* dgrad = attn_b_->get_as<float>(block);                               // [heads, L, L]
+  const StagedOperands staged(*gemm_);
+  gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // cast to 16 bits once, not per GEMM
+  gemm_->stage(dctx, layout.total_tokens() * H);
   int64_t offset = 0;
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b];
@@ -133,6 +157,8 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
     gemm_->run(dp);
     kernels::attention_softmax_bwd(dgrad, p, heads * L, static_cast<int>(L), scale, offset, site,
                                    keep_scale, stream_);
+    const StagedOperands staged_ds(*gemm_);
+    gemm_->stage(dgrad, heads * L * L);  // dS feeds two GEMMs: cast once
     GemmArgs dqg;  // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
     dqg.m = L;
     dqg.n = head_dim;
