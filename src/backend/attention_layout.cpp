@@ -11,6 +11,15 @@ int AttentionLayout::max_len() const {
   return m;
 }
 
+int64_t AttentionLayout::uniform_length() const {
+  if (num_seqs() < 1) return 0;
+  const int64_t L = seq_start[1] - seq_start[0];
+  for (int b = 1; b < num_seqs(); ++b) {
+    if (seq_start[b + 1] - seq_start[b] != L) return 0;
+  }
+  return L;
+}
+
 int64_t AttentionLayout::probs_offset(int b, int heads) const {
   int64_t total = 0;
   for (int i = 0; i < b; ++i) {

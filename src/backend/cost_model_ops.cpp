@@ -213,6 +213,10 @@ void CostModelOps::stage(const char* op, const float* data, int64_t n) {
   staged_.emplace_back(data, n);
 }
 
+void CostModelOps::stage_scratch(const char* op, int64_t n) {
+  if (low_precision() && n > 0) add(op, "cast (activations)", static_cast<double>(n), 4.0 * n, 2.0 * n);
+}
+
 void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const double in_elem = low_precision() ? 2.0 : 4.0;
@@ -404,6 +408,9 @@ void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv
   if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
+  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
+    return attention_fwd_by_head(qkv, layout.num_seqs(), L, heads, head_dim, dropout);
+  }
   stage("attention_fwd", qkv, layout.total_tokens() * ld);
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
@@ -445,6 +452,9 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
   if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
+  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
+    return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), L, heads, head_dim, dropout);
+  }
   stage("attention_bwd", qkv, layout.total_tokens() * ld);
   stage("attention_bwd", dctx, layout.total_tokens() * H);
   for (int b = 0; b < layout.num_seqs(); ++b) {
@@ -498,6 +508,105 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
     Gemm dk = dq;  // dK_h = dS_h^T Q_h
     dk.trans_a = true;
     dk.B = q;
+    gemm("attention_bwd", "gemm (attention)", dk);
+  }
+  staged_.clear();
+}
+
+void CostModelOps::attention_fwd_by_head(const float* qkv, int seqs, int64_t L, int heads, int head_dim,
+                                         bool dropout) {
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H, block = heads * L * L;
+  stage("attention_fwd", qkv, seqs * L * ld);
+  for (int h = 0; h < heads; ++h) {
+    Gemm scores;  // P[b, h] = Q[b, h] K[b, h]^T, batched over the sequences
+    scores.trans_b = true;
+    scores.m = L;
+    scores.n = L;
+    scores.k = head_dim;
+    scores.A = qkv + h * head_dim;
+    scores.lda = ld;
+    scores.stride_a = L * ld;
+    scores.B = qkv + H + h * head_dim;
+    scores.ldb = ld;
+    scores.stride_b = L * ld;
+    scores.batch = seqs;
+    gemm("attention_fwd", "gemm (attention)", scores);
+  }
+  const double b = static_cast<double>(block);
+  for (int s = 0; s < seqs; ++s) add("attention_fwd", "softmax", 6 * b, 4 * b + 4.0 * L, 4 * b * (dropout ? 2 : 1));
+  stage_scratch("attention_fwd", seqs * block);  // P (or its dropped copy) staged once
+  for (int h = 0; h < heads; ++h) {
+    Gemm pv;  // ctx[b, h] = dropout(P[b, h]) V[b, h]
+    pv.m = L;
+    pv.n = head_dim;
+    pv.k = L;
+    pv.a_staged = true;
+    pv.lda = L;
+    pv.stride_a = block;
+    pv.B = qkv + 2 * H + h * head_dim;
+    pv.ldb = ld;
+    pv.stride_b = L * ld;
+    pv.batch = seqs;
+    gemm("attention_fwd", "gemm (attention)", pv);
+  }
+  staged_.clear();
+}
+
+void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, int seqs, int64_t L, int heads,
+                                         int head_dim, bool dropout) {
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H, block = heads * L * L;
+  const double all = static_cast<double>(seqs) * block;
+  if (dropout) add("attention_bwd", "dropout/residual", 4 * all, 4 * all, 4 * all);
+  stage("attention_bwd", qkv, seqs * L * ld);
+  stage("attention_bwd", dctx, seqs * L * H);
+  stage_scratch("attention_bwd", seqs * block);  // P (or its dropped copy)
+  for (int h = 0; h < heads; ++h) {
+    Gemm dv;  // dV[b, h] = dropout(P[b, h])^T dctx[b, h]
+    dv.trans_a = true;
+    dv.m = L;
+    dv.n = head_dim;
+    dv.k = L;
+    dv.a_staged = true;
+    dv.lda = L;
+    dv.stride_a = block;
+    dv.B = dctx + h * head_dim;
+    dv.ldb = H;
+    dv.stride_b = L * H;
+    dv.batch = seqs;
+    gemm("attention_bwd", "gemm (attention)", dv);
+    Gemm dp;  // d(dropout(P[b, h])) = dctx[b, h] V[b, h]^T
+    dp.trans_b = true;
+    dp.m = L;
+    dp.n = L;
+    dp.k = head_dim;
+    dp.A = dctx + h * head_dim;
+    dp.lda = H;
+    dp.stride_a = L * H;
+    dp.B = qkv + 2 * H + h * head_dim;
+    dp.ldb = ld;
+    dp.stride_b = L * ld;
+    dp.batch = seqs;
+    gemm("attention_bwd", "gemm (attention)", dp);
+  }
+  const double b = static_cast<double>(block);
+  for (int s = 0; s < seqs; ++s) add("attention_bwd", "softmax", 6 * b, 8 * b, 4 * b);
+  stage_scratch("attention_bwd", seqs * block);  // dS
+  for (int h = 0; h < heads; ++h) {
+    Gemm dq;  // dQ[b, h] = dS[b, h] K[b, h]
+    dq.m = L;
+    dq.n = head_dim;
+    dq.k = L;
+    dq.a_staged = true;
+    dq.lda = L;
+    dq.stride_a = block;
+    dq.B = qkv + H + h * head_dim;
+    dq.ldb = ld;
+    dq.stride_b = L * ld;
+    dq.batch = seqs;
+    gemm("attention_bwd", "gemm (attention)", dq);
+    Gemm dk = dq;  // dK[b, h] = dS[b, h]^T Q[b, h]
+    dk.trans_a = true;
+    dk.B = qkv + h * head_dim;
     gemm("attention_bwd", "gemm (attention)", dk);
   }
   staged_.clear();

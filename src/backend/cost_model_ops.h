@@ -136,6 +136,12 @@ class CostModelOps final : public Ops {
   void lowp_operand(const char* op, const float* x, int64_t span);
   // LtGemm::stage: one cast of [data, data + n) that later GEMM operands inside it read from.
   void stage(const char* op, const float* data, int64_t n);
+  // A staged scratch buffer of n elements (attention's P and dS): its cast only.
+  void stage_scratch(const char* op, int64_t n);
+  // CudaOps::attention_{fwd,bwd}_by_head: padded batches of more sequences than heads.
+  void attention_fwd_by_head(const float* qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout);
+  void attention_bwd_by_head(const float* dctx, const float* qkv, int seqs, int64_t L, int heads, int head_dim,
+                             bool dropout);
   void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem);
   void column_sum(const char* op, int64_t M, int N);
   // The multi-tensor kernels' segment table upload (two host-to-device copies).

@@ -23,6 +23,8 @@ struct AttentionLayout {
   int num_seqs() const { return static_cast<int>(seq_start.size()) - 1; }
   int64_t total_tokens() const { return seq_start.empty() ? 0 : seq_start.back(); }
   int max_len() const;
+  // The length every sequence has (a padded batch), or 0 when lengths differ or there are none.
+  int64_t uniform_length() const;
   // Elements of the saved attention probabilities: heads * sum(len_b^2).
   int64_t probs_elems(int heads) const;
   // Offset of sequence b's probabilities: heads * sum_{b' < b} len_b'^2.

@@ -380,15 +380,19 @@ TEST_F(CudaVsCpu, AttentionPaddedAndVariableLength) {
   padded.seq_start = {0, 24, 48, 72};
   AttentionLayout packed;
   packed.seq_start = {0, 5, 17, 18, 18, 51};  // includes L = 1 and an empty sequence
+  AttentionLayout many;  // more sequences than heads: the GEMMs loop over heads, batched over sequences
+  many.seq_start = {0, 12, 24, 36, 48, 60, 72};
   for (float p : {0.0f, 0.1f}) {
     const std::string d = p == 0.0f ? " no-dropout" : " dropout";
     run_attention(*cpu, *gpu, padded, p, kGemmFp32, "padded" + d);
     run_attention(*cpu, *gpu, packed, p, kGemmFp32, "packed" + d);
+    run_attention(*cpu, *gpu, many, p, kGemmFp32, "padded, 6 sequences" + d);
   }
   auto tf32 = make_cuda_ops(0, CudaOptions{"tf32"});
   auto bf16 = make_cuda_ops(0, CudaOptions{"bf16"});
   run_attention(*cpu, *tf32, packed, 0.1f, kGemmTf32, "tf32 packed dropout");
   run_attention(*cpu, *bf16, packed, 0.1f, kGemmBf16, "bf16 packed dropout");
+  run_attention(*cpu, *bf16, many, 0.1f, kGemmBf16, "bf16 padded, 6 sequences, dropout");
   auto fp16 = make_cuda_ops(0, CudaOptions{"fp16"});
   run_attention(*cpu, *fp16, padded, 0.1f, kGemmFp16, "fp16 padded dropout");
   AttentionLayout bad;

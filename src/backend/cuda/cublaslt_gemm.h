@@ -67,7 +67,7 @@ class LtGemm {
   // call, until unstage_all(). Attention stages qkv once per layer instead of casting slices of
   // it for every sequence and GEMM. At most kMaxStaged ranges at once; unstage_to(k) keeps the
   // first k.
-  static constexpr int kMaxStaged = 3;
+  static constexpr int kMaxStaged = 4;
   void stage(const float* data, int64_t n);
   int staged_count() const { return staged_count_; }
   void unstage_to(int count) { staged_count_ = count < staged_count_ ? count : staged_count_; }

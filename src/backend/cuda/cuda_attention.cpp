@@ -39,6 +39,10 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
     fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
     return;
   }
+  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
+    attention_fwd_by_head(ctx, probs, qkv, key_bias, layout.num_seqs(), L, heads, head_dim, site);
+    return;
+  }
   const int64_t H = static_cast<int64_t>(heads) * head_dim;
   const int64_t ld_qkv = 3 * H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -98,6 +102,10 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
                                  const DropoutSite& site) {
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+    return;
+  }
+  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
+    attention_bwd_by_head(dqkv, dctx, qkv, probs, layout.num_seqs(), L, heads, head_dim, site);
     return;
   }
   const int64_t H = static_cast<int64_t>(heads) * head_dim;
@@ -180,6 +188,141 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
     dk.C = dq + H;
     gemm_->run(dk);
     offset += static_cast<int64_t>(heads) * L * L;
+  }
+}
+
+// Padded batches: sequence b's block of probs starts at b·heads·L² (its probs_offset), and for a
+// fixed head every operand advances by a constant stride from one sequence to the next, so each
+// GEMM runs once per head, batched over the sequences.
+void CudaOps::attention_fwd_by_head(float* ctx, float* probs, const float* qkv, const float* key_bias, int seqs,
+                                    int64_t L, int heads, int head_dim, const DropoutSite& site) {
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
+  const int64_t block = heads * L * L;  // one sequence's probabilities
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float keep_scale = 1.0f / (1.0f - site.p);
+  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(static_cast<size_t>(seqs) * block) : nullptr;
+  const StagedOperands staged(*gemm_);
+  gemm_->stage(qkv, seqs * L * ld_qkv);
+  for (int h = 0; h < heads; ++h) {
+    GemmArgs scores;  // P[b, h] = Q[b, h] · K[b, h]^T for every sequence b
+    scores.trans_b = true;
+    scores.m = L;
+    scores.n = L;
+    scores.k = head_dim;
+    scores.A = qkv + h * head_dim;
+    scores.lda = ld_qkv;
+    scores.stride_a = L * ld_qkv;
+    scores.B = qkv + H + h * head_dim;
+    scores.ldb = ld_qkv;
+    scores.stride_b = L * ld_qkv;
+    scores.C = probs + h * L * L;
+    scores.ldc = L;
+    scores.stride_c = block;
+    scores.batch = seqs;
+    gemm_->run(scores);
+  }
+  for (int b = 0; b < seqs; ++b) {
+    kernels::attention_softmax_fwd(probs + b * block, dropped != nullptr ? dropped + b * block : nullptr,
+                                   key_bias + b * L, heads * L, static_cast<int>(L), scale, b * block, site,
+                                   keep_scale, stream_);
+  }
+  const float* p = dropped != nullptr ? dropped : probs;
+  gemm_->stage(p, seqs * block);
+  for (int h = 0; h < heads; ++h) {
+    GemmArgs pv;  // ctx[b, h] = dropout(P[b, h]) · V[b, h]
+    pv.m = L;
+    pv.n = head_dim;
+    pv.k = L;
+    pv.A = p + h * L * L;
+    pv.lda = L;
+    pv.stride_a = block;
+    pv.B = qkv + 2 * H + h * head_dim;
+    pv.ldb = ld_qkv;
+    pv.stride_b = L * ld_qkv;
+    pv.C = ctx + h * head_dim;
+    pv.ldc = H;
+    pv.stride_c = L * H;
+    pv.batch = seqs;
+    gemm_->run(pv);
+  }
+}
+
+void CudaOps::attention_bwd_by_head(float* dqkv, const float* dctx, const float* qkv, const float* probs, int seqs,
+                                    int64_t L, int heads, int head_dim, const DropoutSite& site) {
+  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
+  const int64_t block = heads * L * L;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float keep_scale = 1.0f / (1.0f - site.p);
+  const size_t all = static_cast<size_t>(seqs) * block;
+  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(all) : nullptr;
+  float* dgrad = attn_b_->get_as<float>(all);
+  // The dropout index of an element is its index in probs, for all sequences at once.
+  if (dropped != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, keep_scale, 0, stream_);
+  const float* p = dropped != nullptr ? dropped : probs;
+  const StagedOperands staged(*gemm_);
+  gemm_->stage(qkv, seqs * L * ld_qkv);
+  gemm_->stage(dctx, seqs * L * H);
+  gemm_->stage(p, seqs * block);
+  for (int h = 0; h < heads; ++h) {
+    GemmArgs dv;  // dV[b, h] = dropout(P[b, h])^T · dctx[b, h]
+    dv.trans_a = true;
+    dv.m = L;
+    dv.n = head_dim;
+    dv.k = L;
+    dv.A = p + h * L * L;
+    dv.lda = L;
+    dv.stride_a = block;
+    dv.B = dctx + h * head_dim;
+    dv.ldb = H;
+    dv.stride_b = L * H;
+    dv.C = dqkv + 2 * H + h * head_dim;
+    dv.ldc = ld_qkv;
+    dv.stride_c = L * ld_qkv;
+    dv.batch = seqs;
+    gemm_->run(dv);
+    GemmArgs dp;  // d(dropout(P[b, h])) = dctx[b, h] · V[b, h]^T
+    dp.trans_b = true;
+    dp.m = L;
+    dp.n = L;
+    dp.k = head_dim;
+    dp.A = dctx + h * head_dim;
+    dp.lda = H;
+    dp.stride_a = L * H;
+    dp.B = qkv + 2 * H + h * head_dim;
+    dp.ldb = ld_qkv;
+    dp.stride_b = L * ld_qkv;
+    dp.C = dgrad + h * L * L;
+    dp.ldc = L;
+    dp.stride_c = block;
+    dp.batch = seqs;
+    gemm_->run(dp);
+  }
+  for (int b = 0; b < seqs; ++b) {
+    kernels::attention_softmax_bwd(dgrad + b * block, probs + b * block, heads * L, static_cast<int>(L), scale,
+                                   b * block, site, keep_scale, stream_);
+  }
+  gemm_->stage(dgrad, seqs * block);  // dS feeds two GEMMs per head: cast once
+  for (int h = 0; h < heads; ++h) {
+    GemmArgs dq;  // dQ[b, h] = dS[b, h] · K[b, h]
+    dq.m = L;
+    dq.n = head_dim;
+    dq.k = L;
+    dq.A = dgrad + h * L * L;
+    dq.lda = L;
+    dq.stride_a = block;
+    dq.B = qkv + H + h * head_dim;
+    dq.ldb = ld_qkv;
+    dq.stride_b = L * ld_qkv;
+    dq.C = dqkv + h * head_dim;
+    dq.ldc = ld_qkv;
+    dq.stride_c = L * ld_qkv;
+    dq.batch = seqs;
+    gemm_->run(dq);
+    GemmArgs dk = dq;  // dK[b, h] = dS[b, h]^T · Q[b, h]
+    dk.trans_a = true;
+    dk.B = qkv + h * head_dim;
+    dk.C = dqkv + H + h * head_dim;
+    gemm_->run(dk);
   }
 }
 

@@ -90,6 +90,12 @@ class CudaOps final : public Ops {
   void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
                           const AttentionLayout& layout, int heads, int head_dim,
                           const DropoutSite& site) override;
+  // Padded batches of more sequences than heads: the attention GEMMs loop over heads, each
+  // batched over the sequences (uniform strides), instead of over sequences (uniform length L).
+  void attention_fwd_by_head(float* ctx, float* probs, const float* qkv, const float* key_bias, int seqs, int64_t L,
+                             int heads, int head_dim, const DropoutSite& site);
+  void attention_bwd_by_head(float* dqkv, const float* dctx, const float* qkv, const float* probs, int seqs,
+                             int64_t L, int heads, int head_dim, const DropoutSite& site);
 
   void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
   void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
