@@ -42,12 +42,14 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s.empty() ? "scalar" : s;
 }
 
-// An HDF5 file, or a checkpoint whose seal (userblock) comes before the HDF5 data.
+// An HDF5 file, a checkpoint whose seal (userblock) comes before the HDF5 data, or a file named
+// *.h5 (whose damaged start then gets the checkpoint reader's message).
 bool is_checkpoint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string head(21, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  return head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0 || head == "bertengine checkpoint";
+  return head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0 || head == "bertengine checkpoint" ||
+         std::filesystem::path(path).extension() == ".h5";
 }
 
 bool is_safetensors_source(const std::string& path) {
