@@ -109,12 +109,13 @@ def test_edited_global_step_is_refused(checkpoint):
     assert checkpoint in message and "checksum" in message and "metadata" in message, message
 
 
-def test_missing_tensor_of_a_resealed_file_is_named(checkpoint):
+@pytest.mark.parametrize("group,words", [("model", "missing model tensor"), ("optimizer/exp_avg", "missing exp_avg tensor")])
+def test_missing_tensor_of_a_resealed_file_is_named(checkpoint, group, words):
     with h5py.File(checkpoint, "r+") as f:
-        del f["optimizer/exp_avg/bert.pooler.dense.bias"]
+        del f[f"{group}/bert.pooler.dense.bias"]
     checkpoint_seal.reseal(checkpoint)
     message = load_error(checkpoint)
-    assert "missing exp_avg tensor 'bert.pooler.dense.bias'" in message, message
+    assert f"{words} 'bert.pooler.dense.bias'" in message, message
 
 
 def unsealed_copy(src, dst):
