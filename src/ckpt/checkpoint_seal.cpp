@@ -165,7 +165,7 @@ std::optional<CheckpointSeal> read_seal(const std::string& path, bool whole_file
   if (!whole_file) return seal;
 
   uint32_t computed = 0;
-  std::vector<char> buffer(4 << 20);
+  std::vector<char> buffer(std::min<uint64_t>(4 << 20, size - seal.userblock));
   for (uint64_t at = seal.userblock; at < size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - at));
     read_at(fd.get(), buffer.data(), n, at, path);
