@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "ckpt/checkpoint_seal.h"
 #include "core/error.h"
 #include "core/hdf5_check.h"
 
@@ -174,11 +175,14 @@ void check_writable_dir(const std::string& dir) {
 }
 
 // Builds the whole HDF5 file in memory (HDF5's core driver, no backing store): nothing
-// HDF5 does can then fail for lack of disk space and leave a half-closed file behind.
-std::vector<char> hdf5_image(const CheckpointContents& c, const std::string& name) {
+// HDF5 does can then fail for lack of disk space and leave a half-closed file behind. Its first
+// `userblock` bytes are zero, for the seal.
+std::vector<char> hdf5_image(const CheckpointContents& c, const std::string& name, uint64_t userblock) {
   Hdf5Id fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), Code::io, name), H5Pclose);
   H5_CHECK(H5Pset_fapl_core(fapl.get(), 64 << 20, 0), Code::io, name);
-  Hdf5Id file(H5_CHECK(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), Code::io, name), H5Fclose);
+  Hdf5Id fcpl(H5_CHECK(H5Pcreate(H5P_FILE_CREATE), Code::io, name), H5Pclose);
+  H5_CHECK(H5Pset_userblock(fcpl.get(), userblock), Code::io, name);
+  Hdf5Id file(H5_CHECK(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), Code::io, name), H5Fclose);
   const std::string state = c.state.dump(), index = tensor_index(c).dump();
   write_int_attr(file.get(), "format_version", kCheckpointFormatVersion, name);
   write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, name);
@@ -195,9 +199,10 @@ std::vector<char> hdf5_image(const CheckpointContents& c, const std::string& nam
     write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, name);
   }
   H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, name);
+  // The image HDF5 returns starts after the userblock.
   const ssize_t size = H5_CHECK(H5Fget_file_image(file.get(), nullptr, 0), Code::io, name);
-  std::vector<char> image(static_cast<size_t>(size));
-  H5_CHECK(H5Fget_file_image(file.get(), image.data(), image.size()), Code::io, name);
+  std::vector<char> image(userblock + static_cast<size_t>(size));
+  H5_CHECK(H5Fget_file_image(file.get(), image.data() + userblock, static_cast<size_t>(size)), Code::io, name);
   return image;
 }
 
@@ -231,11 +236,14 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
   } catch (const Error& e) {
     fail(Code::io, "cannot write checkpoint '", path, "': ", e.what());
   }
+  const nlohmann::json summary = seal_summary(c.state);
+  const uint64_t userblock = seal_size(summary);
   std::vector<char> image;
   {
     Hdf5Silence silence;
-    image = hdf5_image(c, path);
+    image = hdf5_image(c, path, userblock);
   }
+  seal_image(image, userblock, summary);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
     write_file_synced(tmp, image);
@@ -251,9 +259,12 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
 
 namespace {
 
-Hdf5Id open_checkpoint(const std::string& path) {
+void check_exists(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(Code::io, "checkpoint '", path, "' does not exist");
+}
+
+Hdf5Id open_hdf5(const std::string& path) {
   Hdf5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.get() < 0) fail(Code::checkpoint, "checkpoint '", path, "' is not a readable HDF5 file (truncated or corrupt?)");
   return file;
@@ -261,9 +272,11 @@ Hdf5Id open_checkpoint(const std::string& path) {
 
 }  // namespace
 
-nlohmann::json read_checkpoint_state(const std::string& path) {
+nlohmann::json read_checkpoint_summary(const std::string& path) {
+  check_exists(path);
+  if (std::optional<CheckpointSeal> seal = read_seal(path, false)) return seal->summary;
   Hdf5Silence silence;
-  Hdf5Id file = open_checkpoint(path);
+  Hdf5Id file = open_hdf5(path);
   try {
     return nlohmann::json::parse(read_string_attr(file.get(), "state", path));
   } catch (const nlohmann::json::exception& e) {
@@ -272,9 +285,11 @@ nlohmann::json read_checkpoint_state(const std::string& path) {
 }
 
 CheckpointContents read_checkpoint(const std::string& path) {
-  Hdf5Silence silence;
-  Hdf5Id file = open_checkpoint(path);
+  check_exists(path);
   CheckpointContents c;
+  c.sealed = read_seal(path, true).has_value();  // nothing of HDF5 runs before this check
+  Hdf5Silence silence;
+  Hdf5Id file = open_hdf5(path);
   c.format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
   if (c.format_version != kCheckpointFormatVersion && c.format_version != kTensorChecksumFormatVersion) {
     fail(Code::checkpoint, "checkpoint '", path, "' has format version ", c.format_version, "; this engine reads ",

@@ -2,7 +2,9 @@
 // /model/<Hugging Face name>, Adam moments under /optimizer/exp_avg|exp_avg_sq/<name>, and a
 // JSON "state" attribute (global step, phase, optimizer steps, dropout stream, loss scale, every
 // rank's data cursor), the config, format and engine versions, and a checksum over all of it
-// (every attribute and tensor) that reading verifies. Writes go to a temporary name in the same directory, are fsynced
+// (every attribute and tensor) that reading verifies. In front of the HDF5 data, a seal (an HDF5
+// userblock, checkpoint_seal.h) holds the CRC-32C and length of the whole file, checked before
+// HDF5 parses it. Writes go to a temporary name in the same directory, are fsynced
 // and renamed (and the directory fsynced), so a checkpoint is either whole or absent.
 #pragma once
 
@@ -34,17 +36,20 @@ struct CheckpointContents {
   nlohmann::json state = nlohmann::json::object();  // training position (see session.cpp)
   TensorMap model;
   TensorMap exp_avg, exp_avg_sq;  // empty in a weights-only file
+  bool sealed = false;            // read: it had a seal (files written before seals have none)
   bool has_optimizer() const { return !exp_avg.empty(); }
 };
 
 // Writes atomically. Throws Error(io) and removes the temporary file on any failure.
 void write_checkpoint(const std::string& path, const CheckpointContents& contents);
-// Reads and verifies the whole file (format version, checksum). Throws Error(io) if the file is
-// missing or unreadable, Error(checkpoint) if it is malformed, truncated or corrupt.
+// Reads and verifies the whole file (seal, format version, checksum). Throws Error(io) if the file
+// is missing or unreadable, Error(checkpoint) if it is malformed, truncated or corrupt.
 CheckpointContents read_checkpoint(const std::string& path);
-// Only the "state" attribute, parsed but not verified against the checksum: for telling apart
-// the checkpoints of a directory cheaply. Throws Error(checkpoint/io) like read_checkpoint.
-nlohmann::json read_checkpoint_state(const std::string& path);
+// For telling apart the checkpoints of a directory cheaply: run_id, written_ns and global_step
+// (where recorded) from the seal, its header checked but not the whole file; for a file without
+// a seal, its "state" attribute, parsed but not verified. Throws Error(checkpoint/io) like
+// read_checkpoint.
+nlohmann::json read_checkpoint_summary(const std::string& path);
 // Checks that files can be created in `dir` (exists, is a directory, is writable). Error(io).
 void check_writable_dir(const std::string& dir);
 

@@ -38,7 +38,7 @@ std::vector<RunCheckpoint> list_run_checkpoints(const std::string& dir) {
     c.step = step;
     c.path = path;
     try {
-      const nlohmann::json state = read_checkpoint_state(path);
+      const nlohmann::json state = read_checkpoint_summary(path);
       c.run_id = state.value("run_id", std::string(kLegacyRunId));
       c.written_ns = state.value("written_ns", int64_t{-1});
       c.readable = true;

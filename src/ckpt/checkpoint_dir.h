@@ -17,11 +17,11 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // Run id recorded for checkpoints written before run ids existed: they count as one run.
 inline constexpr const char* kLegacyRunId = "legacy";
 
-// A ckpt_<step>.h5 of a directory as its state attribute describes it (not verified).
+// A ckpt_<step>.h5 of a directory as its summary describes it (the seal's header checked, not the file).
 struct RunCheckpoint {
   int64_t step = 0;
   std::string path;
-  bool readable = false;     // false: its state attribute could not be read (corrupt, partial)
+  bool readable = false;     // false: its summary could not be read (corrupt, partial)
   std::string run_id;        // kLegacyRunId when the state names none
   int64_t written_ns = -1;   // wall clock of the write, ns since the epoch; -1 when not recorded
 };

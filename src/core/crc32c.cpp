@@ -1,7 +1,14 @@
-// CRC-32C, byte-at-a-time with a 256-entry table of the reflected polynomial 0x82F63B78.
+// CRC-32C: the SSE4.2 crc32 instruction where the CPU has it (8 bytes per instruction, so that
+// verifying a multi-gigabyte checkpoint costs well under a second), else byte-at-a-time with a
+// 256-entry table of the reflected polynomial 0x82F63B78. Both give the same value.
 #include "core/crc32c.h"
 
 #include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 namespace bert {
 namespace {
@@ -18,13 +25,40 @@ constexpr std::array<uint32_t, 256> make_table() {
 
 constexpr std::array<uint32_t, 256> kTable = make_table();
 
+// Both take and return the inverted register (~crc).
+uint32_t extend_table(uint32_t c, const unsigned char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) c = kTable[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  return c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t c, const unsigned char* p, size_t n) {
+  uint64_t c64 = c;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c64 = _mm_crc32_u64(c64, word);
+  }
+  c = static_cast<uint32_t>(c64);
+  for (; n > 0; --n) c = _mm_crc32_u8(c, *p++);
+  return c;
+}
+
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
 }  // namespace
 
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-  for (size_t i = 0; i < n; ++i) c = kTable[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return ~c;
+#if defined(__x86_64__)
+  if (kHaveSse42) return ~extend_sse42(~crc, p, n);
+#endif
+  return ~extend_table(~crc, p, n);
+}
+
+uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n) {
+  return ~extend_table(~crc, static_cast<const unsigned char*>(data), n);
 }
 
 }  // namespace bert

@@ -42,11 +42,14 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s.empty() ? "scalar" : s;
 }
 
-bool is_hdf5(const std::string& path) {
+// An HDF5 file, a checkpoint whose seal (userblock) comes before the HDF5 data, or a file named
+// *.h5 (whose damaged start then gets the checkpoint reader's message).
+bool is_checkpoint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  char magic[8] = {};
-  in.read(magic, 8);
-  return in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0;
+  std::string head(21, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  return head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0 || head == "bertengine checkpoint" ||
+         std::filesystem::path(path).extension() == ".h5";
 }
 
 bool is_safetensors_source(const std::string& path) {
@@ -60,6 +63,8 @@ int inspect_checkpoint(const std::string& path, bool tensors) {
   int64_t params = 0;
   for (const auto& [name, t] : c.model) params += static_cast<int64_t>(t.data.size());
   std::printf("checkpoint   %s (checksum verified)\n", path.c_str());
+  std::printf("seal         %s\n", c.sealed ? "CRC-32C and length of the whole file verified before HDF5 read it"
+                                            : "none (written before seals: read with its checksum attribute only)");
   std::printf("format       %d, written by bertengine %s\n", c.format_version, c.engine_version.c_str());
   std::printf("state        %s\n", c.state.dump().c_str());
   std::printf("model        %zu tensors, %lld parameters\n", c.model.size(), static_cast<long long>(params));
@@ -117,7 +122,7 @@ int inspect_tfrecord(const std::string& path) {
 int inspect(const std::string& path, bool tensors) {
   if (!bert::tf_checkpoint_prefix(path).empty() || is_safetensors_source(path)) return inspect_source(path);
   if (!std::filesystem::exists(path)) bert::fail(bert::Code::io, "'", path, "' does not exist");
-  if (is_hdf5(path)) return inspect_checkpoint(path, tensors);
+  if (is_checkpoint(path)) return inspect_checkpoint(path, tensors);
   if (bert::is_pytorch_file(path)) return inspect_source(path);  // refused with the conversion hint
   try {
     return inspect_tfrecord(path);

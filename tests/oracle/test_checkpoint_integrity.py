@@ -1,9 +1,12 @@
-"""Checkpoint integrity, checked with h5py: the checksum covers the whole file — an edited
-'global_step' in the state attribute, or any of 20 random byte changes in the metadata
-attributes, is refused with a checksum error (before, only tensor bytes were covered); the
-checksum is recomputed here from its documented definition (FNV-1a 64 over the length-prefixed
-metadata strings, then each tensor's name, int64 shape and float32 bytes); and a format-1 file
-(tensor-only checksum) still loads."""
+"""Checkpoint integrity, checked with h5py. The seal (an HDF5 userblock: CRC-32C and length of
+the whole file, checked before HDF5 parses it) follows its documented definition (recomputed by
+checkpoint_seal.py), h5py reads sealed files, and any edit breaks it. Behind the seal, the
+checksum attribute covers every attribute and tensor: an edited 'global_step' in the state
+attribute, or any of 20 random byte changes in the metadata attributes, of a resealed file is
+refused with a checksum error; that checksum is recomputed here from its definition (FNV-1a 64
+over the length-prefixed metadata strings, then each tensor's name, int64 shape and float32
+bytes). Files without a seal (written before seals) and format-1 files (tensor-only checksum)
+still load."""
 import json
 import random
 import struct
@@ -13,6 +16,7 @@ import pytest
 h5py = pytest.importorskip("h5py")
 np = pytest.importorskip("numpy")
 
+import checkpoint_seal
 from engine_ctypes import EngineError, Session, load_library
 
 pytestmark = pytest.mark.skipif(load_library() is None, reason="libbert not found (BERT_LIB)")
@@ -80,6 +84,18 @@ def test_checksum_follows_its_documented_definition(checkpoint):
     assert stored == expected_checksum(checkpoint, with_metadata=True)
 
 
+def test_seal_follows_its_documented_definition(checkpoint):
+    data = open(checkpoint, "rb").read()
+    fields, userblock = checkpoint_seal.read(data)
+    assert userblock == 512 and fields["file_bytes"] == len(data)
+    assert fields["crc32c"] == checkpoint_seal.crc32c(data[userblock:])
+    with h5py.File(checkpoint, "r") as f:
+        assert f.userblock_size == 512
+        state = json.loads(text_attr(f, "state"))
+    assert fields["summary"] == {k: state[k] for k in ("run_id", "written_ns", "global_step")}
+    assert checkpoint_seal.seal(data[userblock:], userblock, fields["summary"]) == data
+
+
 def test_edited_global_step_is_refused(checkpoint):
     with h5py.File(checkpoint, "r+") as f:
         state = json.loads(text_attr(f, "state"))
@@ -87,7 +103,44 @@ def test_edited_global_step_is_refused(checkpoint):
         state["global_step"] = 9
         set_text_attr(f, "state", json.dumps(state))
     message = load_error(checkpoint)
-    assert checkpoint in message and "checksum" in message and "metadata" in message
+    assert f"checkpoint '{checkpoint}' is corrupt: " in message, message  # its length or CRC-32C
+    checkpoint_seal.reseal(checkpoint)  # the checksum attribute behind the seal refuses it too
+    message = load_error(checkpoint)
+    assert checkpoint in message and "checksum" in message and "metadata" in message, message
+
+
+@pytest.mark.parametrize("group,words", [("model", "missing model tensor"), ("optimizer/exp_avg", "missing exp_avg tensor")])
+def test_missing_tensor_of_a_resealed_file_is_named(checkpoint, group, words):
+    with h5py.File(checkpoint, "r+") as f:
+        del f[f"{group}/bert.pooler.dense.bias"]
+    checkpoint_seal.reseal(checkpoint)
+    message = load_error(checkpoint)
+    assert f"{words} 'bert.pooler.dense.bias'" in message, message
+
+
+def unsealed_copy(src, dst):
+    """The checkpoint as engines before seals wrote it: the same objects, no userblock."""
+    with h5py.File(src, "r") as a, h5py.File(dst, "w") as b:
+        for key in a:
+            a.copy(a[key], b)
+        for key in a.attrs:
+            b.attrs.create(key, a.attrs[key], dtype=a.attrs.get_id(key).dtype)
+    assert open(dst, "rb").read(8) == b"\x89HDF\r\n\x1a\n"
+
+
+def test_file_without_a_seal_still_loads(checkpoint, tmp_path):
+    legacy = str(tmp_path / "legacy.h5")
+    unsealed_copy(checkpoint, legacy)
+    with Session(CONFIG) as s:
+        s.checkpoint_load(checkpoint)
+        expected = s.param_read("bert.pooler.dense.weight")
+    with Session(CONFIG) as s:
+        s.checkpoint_load(legacy)
+        assert np.array_equal(s.param_read("bert.pooler.dense.weight"), expected)
+    with h5py.File(legacy, "r+") as f:  # its checksum attribute still guards it
+        f["model/bert.pooler.dense.weight"][0, 0] += 1
+    message = load_error(legacy)
+    assert legacy in message and "checksum" in message, message
 
 
 def test_random_metadata_byte_changes_are_all_refused(checkpoint, tmp_path):
@@ -105,6 +158,7 @@ def test_random_metadata_byte_changes_are_all_refused(checkpoint, tmp_path):
         text[i] = (text[i] + rng.randrange(1, 95)) % 95 + 32  # another printable character
         with h5py.File(path, "r+") as f:
             set_text_attr(f, name, text.decode())
+        checkpoint_seal.reseal(path)
         with Session(CONFIG) as s:
             try:
                 s.checkpoint_load(path)
@@ -121,6 +175,7 @@ def test_format_1_checkpoint_with_tensor_checksum_still_loads(checkpoint):
     with h5py.File(checkpoint, "r+") as f:
         f.attrs["format_version"] = np.int64(1) if f.attrs["format_version"].dtype.itemsize == 8 else np.int32(1)
         set_text_attr(f, "checksum", str(expected_checksum(checkpoint, with_metadata=False)))
+    checkpoint_seal.reseal(checkpoint)
     with Session(CONFIG) as s:
         s.checkpoint_load(checkpoint)
         assert np.array_equal(s.param_read("bert.pooler.dense.weight"), expected)

@@ -32,6 +32,18 @@ TEST(Crc32c, PublishedCheckValues) {
   EXPECT_EQ(bert::crc32c_extend(bert::crc32c("1234", 4), "56789", 5), 0xE3069283u);
 }
 
+TEST(Crc32c, HardwareAndTableFormsAgreeAtEveryLengthAndAlignment) {
+  std::string bytes(300, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + 7);
+  for (size_t start = 0; start < 9; ++start) {
+    for (size_t n = 0; start + n <= bytes.size(); n += 7) {
+      ASSERT_EQ(bert::crc32c_extend(0x1234u, bytes.data() + start, n),
+                bert::crc32c_portable(0x1234u, bytes.data() + start, n)) << start << " " << n;
+    }
+  }
+  EXPECT_EQ(bert::crc32c_portable(0, "123456789", 9), 0xE3069283u);
+}
+
 TEST(ProtoReader, FieldsOfEveryWireType) {
   // field 1 varint 300, field 2 bytes "hi", field 3 fixed32 7, field 4 fixed64 9
   const std::string msg("\x08\xac\x02\x12\x02hi\x1d\x07\x00\x00\x00\x21\x09\x00\x00\x00\x00\x00\x00\x00", 21);
