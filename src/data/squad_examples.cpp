@@ -177,6 +177,7 @@ SquadFile read_squad_file(const std::string& path, bool training) {
     }
   }
   if (f.examples.empty()) top.error("data", "holds no questions");
+  if (f.v2) f.json["version"] = "v2.0";  // scored by evaluate-v2.0's rules
   if (training) f.json = nullptr;
   return f;
 }

@@ -26,7 +26,7 @@ struct SquadFile {
   nlohmann::json json;  // the whole file, for the official EM/F1 (null when read for training)
   std::vector<std::vector<std::string>> paragraph_words;  // each context's whitespace-separated words
   std::vector<SquadExample> examples;                     // every question, in file order
-  bool v2 = false;                     // "version": "v2.0", or some question is_impossible
+  bool v2 = false;  // "version": "v2.0", or some question is_impossible (json's version set to v2.0 then)
   bool has_answers = true;             // every question has an "answers" list (EM/F1 can be computed)
 };
 
