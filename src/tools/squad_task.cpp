@@ -12,6 +12,7 @@ namespace bert_tools {
 
 SquadSet load_squad_set(const std::string& path, const bert::Tokenizer& tokenizer,
                         const bert::SquadFeatureOptions& options, bool training) {
+  bert::check_squad_options(options);
   SquadSet set;
   set.file = bert::read_squad_file(path, training);
   set.features = bert::squad_features(set.file, tokenizer, options, training);
@@ -82,10 +83,9 @@ std::string format_squad_metrics(const nlohmann::json& metrics) {
   os.setf(std::ios::fixed);
   os.precision(2);
   bool first = true;
-  for (const auto& [key, value] : metrics.items()) {
-    if (key.size() > 6 && key.compare(key.size() - 6, 6, "_total") == 0) continue;
-    if (key == "total") continue;
-    os << (first ? "" : ", ") << key << " " << value.get<double>();
+  for (const char* key : {"exact_match", "exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"}) {
+    if (!metrics.contains(key)) continue;
+    os << (first ? "" : ", ") << key << " " << metrics[key].get<double>();
     first = false;
   }
   return os.str();
