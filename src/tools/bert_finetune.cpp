@@ -1,7 +1,10 @@
 // bert-finetune CONFIG.json: fine-tunes a pretrained BERT on a GLUE task (sequence
 // classification / regression; DATA_DIR/train.tsv and the task's dev file) or, with task "conll",
 // on CoNLL token files (token classification, BIO tags; DATA_DIR/train.txt and dev.txt, scored
-// by entity-level F1) through the C ABI. The config is the session schema (README.md) plus a
+// by entity-level F1) or, with task "squad" (alias "question_answering"), on SQuAD v1.1/v2.0 JSON
+// files (extractive QA: train_file and dev_file; windows of max_seq_length 384 every doc_stride 128
+// pieces, questions cut to max_query_length 64; dev predictions written to output_dir and scored
+// with the official EM/F1) through the C ABI. The config is the session schema (README.md) plus a
 // "finetune" section:
 //   {"finetune": {"task": "sst-2", "data_dir": "glue/SST-2", "vocab": "vocab.txt", "epochs": 3,
 //                 "output_dir": "out", "lower_case": true, "eval_batch": 64},
@@ -25,8 +28,10 @@
 
 #include "bert.h"
 #include "core/error.h"
+#include "conll_task.h"
 #include "tasks/conll.h"
 #include "finetune_common.h"
+#include "squad_task.h"
 #include "tool_common.h"
 
 namespace {
@@ -37,7 +42,9 @@ using nlohmann::json;
 int usage() {
   std::fprintf(stderr, "usage: bert-finetune CONFIG.json\n"
                        "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
-                       "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md)\n");
+                       "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md);\n"
+                       "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
+                       "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n");
   return 2;
 }
 
@@ -84,29 +91,6 @@ TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const ber
   return d;
 }
 
-// Rows of a CoNLL feature set as a token-classification batch (labels [B, S]).
-bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>& rows, bool with_labels,
-                       bert_tools::BatchStorage& st) {
-  const size_t S = static_cast<size_t>(f.seq_length);
-  st.ids.clear(), st.seg.clear(), st.mask.clear(), st.labels.clear();
-  for (int32_t r : rows) {
-    const size_t at = static_cast<size_t>(r) * S;
-    st.ids.insert(st.ids.end(), f.input_ids.begin() + at, f.input_ids.begin() + at + S);
-    st.seg.insert(st.seg.end(), f.segment_ids.begin() + at, f.segment_ids.begin() + at + S);
-    st.mask.insert(st.mask.end(), f.input_mask.begin() + at, f.input_mask.begin() + at + S);
-    st.labels.insert(st.labels.end(), f.labels.begin() + at, f.labels.begin() + at + S);
-  }
-  bert_batch b;
-  bert_batch_init(&b);
-  b.batch_size = static_cast<int32_t>(rows.size());
-  b.seq_length = f.seq_length;
-  b.input_ids = st.ids.data();
-  b.segment_ids = st.seg.data();
-  b.input_mask = st.mask.data();
-  if (with_labels) b.labels = st.labels.data();
-  return b;
-}
-
 TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
   const std::vector<bert::ConllSentence> train_s = bert::read_conll(dir + "/train.txt");
   auto dev_s = std::make_shared<std::vector<bert::ConllSentence>>(bert::read_conll(dir + "/dev.txt"));
@@ -122,34 +106,61 @@ TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, in
   d.summary = "conll: " + std::to_string(train->count) + " train / " + std::to_string(dev->count) +
               " dev sentences (dev.txt), " + std::to_string(labels.size()) + " tags";
   d.train_batch = [train](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
-    return conll_batch(*train, rows, true, st);
+    return bert_tools::conll_batch(*train, rows, true, st);
   };
   d.evaluate = [dev, dev_s, labels](bert_session* s, int chunk, std::string& metrics, double& seconds) {
-    const size_t L = labels.size(), S = static_cast<size_t>(dev->seq_length);
     std::vector<std::vector<std::string>> gold, predicted;
-    bert_tools::BatchStorage st;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int begin = 0; begin < dev->count; begin += chunk) {
-      std::vector<int32_t> rows;
-      for (int r = begin; r < std::min(dev->count, begin + chunk); ++r) rows.push_back(r);
-      const bert_batch b = conll_batch(*dev, rows, false, st);
-      std::vector<float> logits(rows.size() * S * L);
-      if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, logits.data(), logits.size()), "bert_infer")) return false;
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const std::vector<int32_t>& starts = dev->word_start[rows[i]];
-        const bert::ConllSentence& sentence = (*dev_s)[rows[i]];
-        gold.emplace_back(sentence.tags.begin(), sentence.tags.begin() + starts.size());
-        predicted.emplace_back();
-        for (int32_t pos : starts) {
-          const float* row = logits.data() + (i * S + pos) * L;
-          predicted.back().push_back(labels[std::max_element(row, row + L) - row]);
-        }
-      }
+    if (!bert_tools::predict_conll_tags(s, *dev, labels, chunk, predicted, &seconds)) return false;
+    for (size_t i = 0; i < predicted.size(); ++i) {
+      const std::vector<std::string>& tags = (*dev_s)[i].tags;
+      gold.emplace_back(tags.begin(), tags.begin() + predicted[i].size());
     }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bert::EntityScores e = bert::entity_scores(gold, predicted);
     metrics = "dev.txt (" + std::to_string(dev->count) + " sentences, " + std::to_string(e.gold) +
               " entities): " + bert_tools::format_metrics({{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}});
+    return true;
+  };
+  return d;
+}
+
+// SQuAD: training windows with answer positions; the dev file's predictions (written to
+// out_dir) scored with the official EM/F1.
+TaskData squad_data(const json& ft, const bert::Tokenizer& tokenizer, int max_seq, const std::string& out_dir) {
+  const std::string train_file = get<std::string>(ft, "train_file", ""), dev_file = get<std::string>(ft, "dev_file", "");
+  BERT_CHECK(!train_file.empty() && !dev_file.empty(), bert::Code::config,
+             "task squad needs config keys 'finetune.train_file' and 'finetune.dev_file' (SQuAD JSON files)");
+  bert::SquadFeatureOptions fo;
+  fo.max_seq_length = max_seq;
+  fo.doc_stride = get<int>(ft, "doc_stride", 128);
+  fo.max_query_length = get<int>(ft, "max_query_length", 64);
+  bert::SquadPredictionOptions po;
+  po.n_best = get<int>(ft, "n_best", 20);
+  po.max_answer_length = get<int>(ft, "max_answer_length", 30);
+  po.null_score_diff_threshold = get<double>(ft, "null_score_diff_threshold", 0.0);
+  auto train = std::make_shared<bert_tools::SquadSet>(bert_tools::load_squad_set(train_file, tokenizer, fo, true));
+  auto dev = std::make_shared<bert_tools::SquadSet>(bert_tools::load_squad_set(dev_file, tokenizer, fo, false));
+  BERT_CHECK(train->features.count > 0, bert::Code::data, "SQuAD file '", train_file, "' gives no training windows");
+  po.v2 = dev->file.v2;
+  TaskData d;
+  d.train_count = train->features.count;
+  d.dev_count = dev->features.count;
+  d.task_section = {{"type", "question_answering"}, {"num_labels", 2}};
+  d.summary = "squad" + std::string(po.v2 ? " v2.0" : "") + ": " + std::to_string(train->file.examples.size()) +
+              " train questions (" + std::to_string(train->features.count) + " windows) / " +
+              std::to_string(dev->file.examples.size()) + " dev questions (" + std::to_string(dev->features.count) +
+              " windows)";
+  d.train_batch = [train](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
+    return bert_tools::squad_batch(train->features, rows, true, st);
+  };
+  const bert::Tokenizer* tok = &tokenizer;
+  d.evaluate = [dev, dev_file, po, out_dir, tok](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+    std::vector<float> logits;
+    if (!bert_tools::infer_squad_logits(s, dev->features, chunk, logits, &seconds)) return false;
+    const bert_tools::SquadOutcome o = bert_tools::squad_outcome(*dev, logits, *tok, po);
+    bert::write_squad_predictions(o.predictions, po.v2, out_dir);
+    metrics = dev_file + " (" + std::to_string(dev->file.examples.size()) + " questions): " +
+              (o.metrics.is_null() ? "no answers to score" : bert_tools::format_squad_metrics(o.metrics)) +
+              ", predictions in " + out_dir + "/predictions.json";
     return true;
   };
   return d;
@@ -168,19 +179,21 @@ int run(const std::string& config_path) {
   cfg.erase("finetune");
   for (const auto& [key, value] : ft.items()) {
     static const std::vector<std::string> known = {"task", "data_dir", "vocab", "epochs", "output_dir", "lower_case",
-                                                   "eval_batch"};
+                                                   "eval_batch", "train_file", "dev_file", "doc_stride",
+                                                   "max_query_length", "n_best", "max_answer_length",
+                                                   "null_score_diff_threshold"};
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       bert::fail(bert::Code::config, "unknown config key 'finetune.", key, "'");
     }
   }
   const std::string task_name = get<std::string>(ft, "task", "");
-  const bool conll = task_name == "conll";
-  const bert::GlueTask task = conll ? bert::GlueTask{} : bert::glue_task(task_name);
+  const bool conll = task_name == "conll", squad = task_name == "squad" || task_name == "question_answering";
+  const bert::GlueTask task = conll || squad ? bert::GlueTask{} : bert::glue_task(task_name);
   const std::string data_dir = get<std::string>(ft, "data_dir", "");
   const std::string vocab_path = get<std::string>(ft, "vocab", "");
   const std::string out_dir = get<std::string>(ft, "output_dir", "finetune_out");
   const int epochs = get<int>(ft, "epochs", 3);
-  BERT_CHECK(!data_dir.empty() && !vocab_path.empty(), bert::Code::config,
+  BERT_CHECK((squad || !data_dir.empty()) && !vocab_path.empty(), bert::Code::config,
              "config keys 'finetune.data_dir' and 'finetune.vocab' are required");
   BERT_CHECK(epochs >= 1, bert::Code::config, "config key 'finetune.epochs' = ", epochs, " must be at least 1");
   std::filesystem::create_directories(out_dir);
@@ -193,12 +206,14 @@ int run(const std::string& config_path) {
     train["init_checkpoint"] = init.checkpoint;
     if (!cfg.contains("model")) cfg["model"] = init.config.at("model");
   }
-  const int max_seq = cfg.value("data", json::object()).value("max_seq_length", 128);
+  const int max_seq = cfg.value("data", json::object()).value("max_seq_length", squad ? 384 : 128);
   const bert::Vocab vocab = bert::Vocab::load(vocab_path);
   bert::TokenizerOptions topt;
   topt.lower_case = get<bool>(ft, "lower_case", !vocab.has_upper_case());
   const bert::Tokenizer tokenizer(vocab, topt);
-  const TaskData data = conll ? conll_data(data_dir, tokenizer, max_seq) : glue_data(task, data_dir, tokenizer, max_seq);
+  const TaskData data = squad   ? squad_data(ft, tokenizer, max_seq, out_dir)
+                        : conll ? conll_data(data_dir, tokenizer, max_seq)
+                                : glue_data(task, data_dir, tokenizer, max_seq);
 
   const int micro = train.value("micro_batch", 32);
   const int accumulation = train.value("accumulation_steps", 1);

@@ -37,7 +37,7 @@ GlueSet load_glue_set(const bert::GlueTask& task, const std::string& path, const
 // A bert_batch over rows `rows` of a feature set (labels included when `with_labels`); the
 // gathered arrays live in `storage`.
 struct BatchStorage {
-  std::vector<int32_t> ids, seg, mask, labels;
+  std::vector<int32_t> ids, seg, mask, labels, starts, ends;
   std::vector<float> values;
 };
 bert_batch make_batch(const bert::GlueFeatures& f, const std::vector<int32_t>& rows, bool regression, bool with_labels,

@@ -2,7 +2,9 @@
 (-DOCSTART-, blank lines, four columns), and its entity-level scores against conlleval's chunk
 rules (reimplemented here: B- begins, I- continues a chunk of the same type and begins one
 otherwise, O ends) on random BIO sequences; bert-finetune's token classification on CoNLL files
-of a learnable synthetic NER task (entity F1 per epoch, >= 0.95 at the end)."""
+of a learnable synthetic NER task (entity F1 per epoch, >= 0.95 at the end), and bert-predict
+--task conll on the dev file (a CoNLL file of the same words with the predicted tags; its entity
+F1, recomputed here with conlleval's rules, is the one printed and the last epoch's)."""
 import json
 import os
 import re
@@ -89,6 +91,7 @@ def test_entity_scores_follow_conlleval(tmp_path):
 
 
 FINETUNE = os.path.join(BUILD, "src", "tools", "bert-finetune")
+PREDICT = os.path.join(BUILD, "src", "tools", "bert-predict")
 FIRST, LAST, CITY = ["anna", "boris", "chen", "dara"], ["smith", "ivanov", "li", "okafor"], ["paris", "lagos", "oslo"]
 FILLER = ["met", "in", "today", "and", "visited", "with", "later", "quietly"]
 
@@ -135,3 +138,24 @@ def test_finetune_token_classification_on_conll_files(tmp_path):
     f1 = [float(v) for v in re.findall(r"epoch \d eval dev.txt \(40 sentences, \d+ entities\): f1 ([\d.]+)", out)]
     assert len(f1) == 8 and f1[-1] >= 0.95 and f1[0] < f1[-1], out
     assert (tmp_path / "out" / "final.h5").exists()
+
+    pred_path = tmp_path / "dev.pred.txt"
+    result = subprocess.run([PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "conll", "--vocab",
+                             str(vocab), "--input", str(data / "dev.txt"), "--output", str(pred_path),
+                             "--max-seq-length", "24"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    gold = run("conll-read", str(data / "dev.txt"))
+    predicted = run("conll-read", str(pred_path))
+    assert [s["words"] for s in predicted] == [s["words"] for s in gold]
+    assert {t for s in predicted for t in s["tags"]} <= {"O", "B-PER", "I-PER", "B-LOC"}
+    g_chunks = [conlleval_chunks(s["tags"]) for s in gold]
+    p_chunks = [conlleval_chunks(s["tags"]) for s in predicted]
+    correct = sum(len(a & b) for a, b in zip(g_chunks, p_chunks))
+    precision, recall = correct / sum(map(len, p_chunks)), correct / sum(map(len, g_chunks))
+    f1_here = 2 * precision * recall / (precision + recall)
+    assert f"conll: f1 {f1_here:.4f}" in result.stdout and f1_here == pytest.approx(f1[-1], abs=1e-4), result.stdout
+
+    glue_model = subprocess.run([PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "squad", "--vocab",
+                                 str(vocab), "--input", str(data / "dev.txt"), "--output", str(tmp_path / "sq")],
+                                capture_output=True, text=True)
+    assert glue_model.returncode == 1 and "not the question-answering model task squad needs" in glue_model.stderr

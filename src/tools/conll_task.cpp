@@ -1,0 +1,57 @@
+// CoNLL batches and predicted tags for the fine-tuning tools (see conll_task.h).
+#include "conll_task.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "tool_common.h"
+
+namespace bert_tools {
+
+bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>& rows, bool with_labels,
+                       BatchStorage& st) {
+  const size_t S = static_cast<size_t>(f.seq_length);
+  st.ids.clear(), st.seg.clear(), st.mask.clear(), st.labels.clear();
+  for (int32_t r : rows) {
+    const size_t at = static_cast<size_t>(r) * S;
+    st.ids.insert(st.ids.end(), f.input_ids.begin() + at, f.input_ids.begin() + at + S);
+    st.seg.insert(st.seg.end(), f.segment_ids.begin() + at, f.segment_ids.begin() + at + S);
+    st.mask.insert(st.mask.end(), f.input_mask.begin() + at, f.input_mask.begin() + at + S);
+    st.labels.insert(st.labels.end(), f.labels.begin() + at, f.labels.begin() + at + S);
+  }
+  bert_batch b;
+  bert_batch_init(&b);
+  b.batch_size = static_cast<int32_t>(rows.size());
+  b.seq_length = f.seq_length;
+  b.input_ids = st.ids.data();
+  b.segment_ids = st.seg.data();
+  b.input_mask = st.mask.data();
+  if (with_labels) b.labels = st.labels.data();
+  return b;
+}
+
+bool predict_conll_tags(bert_session* s, const bert::ConllFeatures& f, const std::vector<std::string>& labels,
+                        int chunk, std::vector<std::vector<std::string>>& predicted, double* seconds) {
+  const size_t L = labels.size(), S = static_cast<size_t>(f.seq_length);
+  predicted.clear();
+  BatchStorage st;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int begin = 0; begin < f.count; begin += chunk) {
+    std::vector<int32_t> rows;
+    for (int r = begin; r < std::min(f.count, begin + chunk); ++r) rows.push_back(r);
+    const bert_batch b = conll_batch(f, rows, false, st);
+    std::vector<float> logits(rows.size() * S * L);
+    if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, logits.data(), logits.size()), "bert_infer")) return false;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      predicted.emplace_back();
+      for (int32_t pos : f.word_start[rows[i]]) {
+        const float* row = logits.data() + (i * S + pos) * L;
+        predicted.back().push_back(labels[std::max_element(row, row + L) - row]);
+      }
+    }
+  }
+  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+
+}  // namespace bert_tools
