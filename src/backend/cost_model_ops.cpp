@@ -491,7 +491,7 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
     dp.batch = heads;
     gemm("attention_bwd", "gemm (attention)", dp);
     add("attention_bwd", "softmax", 6 * block, 8 * block, 4 * block);
-    if (low_precision()) add("attention_bwd", "cast (activations)", block, 4 * block, 2 * block);  // dS staged once
+    stage_scratch("attention_bwd", heads * L * L);  // dS feeds two GEMMs: staged once
     Gemm dq;  // dQ_h = dS_h K_h
     dq.m = L;
     dq.n = head_dim;

@@ -19,6 +19,7 @@
 
 #include "bert.h"
 #include "dist_batches.h"
+#include "mpi_test_main.h"
 
 namespace {
 
@@ -144,14 +145,4 @@ TEST(Sharded, CheckpointsHoldTheWholeStateAndResumeShardedOrNot) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_world);
-  ::testing::InitGoogleTest(&argc, argv);
-  int failed = RUN_ALL_TESTS();
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return failed;
-}
+int main(int argc, char** argv) { return run_tests_with_host_mpi(argc, argv, g_rank, g_world); }
