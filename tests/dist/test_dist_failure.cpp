@@ -31,6 +31,22 @@ std::string failure_mode() {
   return mode ? mode : "exit";
 }
 
+// Runs first in every mode, on every rank: while a session uses the MPI the library initialised,
+// bert_finalize refuses and says why; the session stays usable.
+TEST(DistFailure, FinalizeIsRefusedWhileASessionUsesMpi) {
+  const std::string config = R"({"model": {"vocab_size": 64, "hidden_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32},
+      "data": {"max_seq_length": 16, "max_predictions_per_seq": 3}, "dist": {"timeout_s": 30}})";
+  bert_session* s = nullptr;
+  ASSERT_EQ(bert_session_create(config.c_str(), nullptr, &s), BERT_OK) << bert_last_error();
+  EXPECT_EQ(bert_finalize(), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bert_last_error()).find("bert_finalize: 1 session(s) still use MPI; destroy them first"),
+            std::string::npos) << bert_last_error();
+  float x = 1;
+  EXPECT_EQ(bert_allreduce_host(s, &x, 1, BERT_REDUCE_SUM), BERT_OK) << bert_last_error();
+  bert_session_destroy(s);
+}
+
 TEST(DistFailure, SurvivorsReturnErrorWithinTimeout) {
   if (failure_mode() == "absent") GTEST_SKIP() << "BERT_TEST_FAILURE=absent runs the other test";
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
