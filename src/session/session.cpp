@@ -15,6 +15,7 @@
 #include "ckpt/checkpoint_dir.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/cursor_rescale.h"
 #include "data/eval_set.h"
 #include "data/length_bin_source.h"
 #include "data/shard_source.h"
@@ -678,11 +679,23 @@ void Session::load_checkpoint(const std::string& path) {
     }
     check_resumable(path, nlohmann::json::parse(c.config_json));
     const auto& cursors = st.at("data_cursors");
-    if (static_cast<int>(cursors.size()) != comm_->world_size()) {
-      fail(Code::checkpoint, "checkpoint '", path, "' was written by ", cursors.size(), " ranks, this run has ",
-           comm_->world_size());
+    if (static_cast<int>(cursors.size()) == comm_->world_size()) {
+      cursor = cursors.at(comm_->rank()).get<std::string>();
+    } else {
+      nlohmann::json saved = nlohmann::json::array();
+      for (const auto& c : cursors) saved.push_back(nlohmann::json::parse(c.get<std::string>()));
+      try {
+        cursor = cursor_for_world(saved, comm_->rank(), comm_->world_size()).dump();
+      } catch (const Error& e) {
+        fail(Code::checkpoint, "checkpoint '", path, "': ", e.what());
+      }
+      if (comm_->rank() == 0) {
+        log_message(log_warning, "checkpoint '" + path + "' was written by " + std::to_string(cursors.size()) +
+                                     " ranks, this run has " + std::to_string(comm_->world_size()) +
+                                     ": the data continues from the first shard file some rank had not finished "
+                                     "(files read partly are read again from their start)");
+      }
     }
-    cursor = cursors.at(comm_->rank()).get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has an incomplete training state: ", e.what());
   }

@@ -2,7 +2,8 @@
 real text (Debian's python3.11-doc tutorial) evaluates the held-out eval set periodically and
 stops at a reachable target; the evaluation of one set of weights is bit-identical on 1 and 2
 ranks; logs are written once (rank 0), the loss log and progress line with the world's mean loss; a
-global batch the world cannot divide is refused."""
+global batch the world cannot divide is refused; a sharded-optimizer run saved at 4 ranks resumes
+at 2 and back at 4."""
 import json
 import os
 import re
@@ -132,3 +133,32 @@ def test_loss_log_and_progress_line_hold_the_world_mean_once(tmp_path):
     for s, shown in progress.items():
         window = [float(m) for m in mean[(s - 1) // 2 * 2:s]]
         assert shown == f"{sum(window) / len(window):.4f}", (s, shown, mean)
+
+
+def test_a_sharded_run_of_four_ranks_resumes_on_two_and_back(tmp_path):
+    """dist.shard_optimizer at 4 ranks stopped at step 4, resumed at 2 ranks to step 8, then at 4
+    ranks again: the checkpoints hold the whole optimizer state and the data position moves to the
+    new world size (tests/unit/test_shard_source.cpp checks which samples follow)."""
+    if not os.path.isdir(PYTHON_DOCS):
+        pytest.skip(f"{PYTHON_DOCS} (python3.11-doc) is absent")
+    shards = make_shards(tmp_path, PYTHON_DOCS, vocab_size=VOCAB, seq=SEQ, preds=10, shards=4,
+                         extra=("--documents", "file", "--sentences", "split"))
+    (tmp_path / "ckpt").mkdir()
+    cfg = {"model": {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "intermediate_size": 256, "max_position_embeddings": SEQ},
+           "train": {"micro_batch": 4, "global_batch": 16, "steps": 12, "lr": 0.01, "threads": 1, "log_every": 1},
+           "data": {"train_dir": str(shards[0]), "max_seq_length": SEQ, "max_predictions_per_seq": 10},
+           "dist": {"shard_optimizer": True},
+           "checkpoint": {"dir": str(tmp_path / "ckpt")}}
+    path = write_config(tmp_path / "sharded.json", cfg)
+    out = mpirun(4, path, "--steps-this-run", 4, "--loss-log", tmp_path / "w4.log").stdout
+    assert "stopped after 4 steps of this run at step 4/12" in out, out
+    p = mpirun(2, path, "--resume", "--steps-this-run", 4, "--loss-log", tmp_path / "w2.log")
+    assert "resumed from step 4" in p.stdout, p.stdout + p.stderr
+    assert "was written by 4 ranks, this run has 2: the data continues from the first shard file" in p.stderr, p.stderr
+    p = mpirun(4, path, "--resume", "--loss-log", tmp_path / "w4b.log")
+    assert "resumed from step 8" in p.stdout and "was written by 2 ranks, this run has 4" in p.stderr, p.stdout + p.stderr
+    losses = [float(line.split()[1]) for name in ("w4", "w2", "w4b") for line in open(tmp_path / f"{name}.log")]
+    assert len(losses) == 12 and all(np.isfinite(losses)), losses
+    # The state carried over: training goes on from where it was, not from fresh moments.
+    assert np.mean(losses[-4:]) < np.mean(losses[:4]), losses

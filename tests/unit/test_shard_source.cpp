@@ -1,6 +1,7 @@
 // The shard data source: DLE shard assignment and shuffles (bit-exact with Python's random for
 // the file order), per-epoch coverage for several (world, files), exact resume from a cursor,
-// prefetch error propagation, skip_bad_shards, and length bucketing.
+// prefetch error propagation, skip_bad_shards, length bucketing, and cursors moved to another
+// number of ranks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "data/cursor_rescale.h"
 #include "data/sample_order.h"
 #include "data/shard_plan.h"
 #include "data/shard_source.h"
@@ -227,6 +229,101 @@ TEST(ShardSource, RestoreRejectsAnotherLayout) {
   c = a->cursor();
   c["slot"] = 2;
   EXPECT_THROW(a->restore(c), Error);
+}
+
+// W ranks read part of epoch 0 of 12 files of different sizes; W' ranks continue from their
+// cursors moved by cursor_for_world to the end of the epoch. Together they read every sample of
+// the epoch, and the files read twice are exactly those at or after the first position some saved
+// rank had not finished that saved ranks had started (position f·W + r of the epoch's file order
+// is rank r's slot f).
+TEST(ShardSource, CursorsMoveToAnotherWorldSize) {
+  constexpr int kFiles = 12;
+  TempDir dir;
+  std::map<int, int> file_of;  // sample id -> file
+  for (int f = 0; f < kFiles; ++f) {
+    const auto samples = testing::make_samples(f * 1000 + 1, 4 + 2 * f, 6, 30, 3);
+    for (const auto& s : samples) file_of[s.ids[1]] = f;
+    testing::write_shard(dir.file("shard_" + std::to_string(10 + f) + ".h5"), testing::dle_shard(samples, kSeq, kPred));
+  }
+  struct Case {
+    int from, to, batches;
+  };
+  for (const Case c : {Case{4, 2, 5}, Case{2, 3, 9}, Case{3, 4, 1}, Case{4, 1, 5}, Case{1, 4, 20}, Case{2, 2, 7}}) {
+    SCOPED_TRACE("world " + std::to_string(c.from) + " -> " + std::to_string(c.to) + " after " +
+                 std::to_string(c.batches) + " batches");
+    std::map<int, int> seen;
+    nlohmann::json saved = nlohmann::json::array();
+    for (int r = 0; r < c.from; ++r) {
+      auto o = options(dir);
+      o.rank = r;
+      o.world = c.from;
+      auto src = make_shard_source(o);
+      for (int id : take(*src, c.batches, 3)) ++seen[id];
+      saved.push_back(src->cursor());
+      ASSERT_EQ(saved.back().at("epoch"), 0);
+    }
+    for (int r = 0; r < c.to; ++r) {
+      auto o = options(dir);
+      o.rank = r;
+      o.world = c.to;
+      auto src = make_shard_source(o);
+      const nlohmann::json cursor = cursor_for_world(saved, r, c.to);
+      src->restore(cursor);
+      ASSERT_EQ(cursor.at("epoch"), 0);
+      // The rest of this rank's epoch 0: the samples of its slots from the restored one on.
+      int rest = 0;
+      const auto slots = epoch_slots(kFiles, o.seed, 0, r, c.to, true);
+      for (size_t f = cursor.at("slot").get<size_t>(); f < slots.size(); ++f) rest += 4 + 2 * static_cast<int>(slots[f].file);
+      for (int id : take(*src, rest, 1)) ++seen[id];
+    }
+    // Positions the saved ranks had started, and the first one some rank had not finished.
+    const auto order = epoch_file_order(kFiles, options(dir).seed, 0, true);
+    std::set<int> expected_reread;
+    size_t first_unfinished = kFiles;
+    for (int r = 0; r < c.from; ++r) {
+      const size_t slot = saved[r].at("slot"), sample = saved[r].at("sample");
+      first_unfinished = std::min(first_unfinished, slot * c.from + r);
+      for (size_t f = 0; f <= slot && f * c.from + r < kFiles; ++f) {
+        if (f < slot || sample > 0) expected_reread.insert(static_cast<int>(f * c.from + r));
+      }
+    }
+    std::set<int> expected_files;
+    for (int q : expected_reread)
+      if (q >= static_cast<int>(first_unfinished)) expected_files.insert(static_cast<int>(order[q]));
+    std::set<int> reread_files;
+    for (int f = 0; f < kFiles; ++f) {
+      for (int i = 0; i < 4 + 2 * f; ++i) {
+        const int id = f * 1000 + 1 + i;
+        EXPECT_GE(seen[id], 1) << "sample " << id << " of file " << f << " skipped";
+        if (seen[id] > 1) reread_files.insert(f);
+      }
+    }
+    EXPECT_EQ(reread_files, expected_files);
+  }
+}
+
+TEST(ShardSource, CursorsMoveOnlyWithEnoughFiles) {
+  TempDir dir;
+  write_dataset(dir, 3, 5);
+  nlohmann::json saved = nlohmann::json::array();
+  for (int r = 0; r < 2; ++r) {
+    auto o = options(dir);
+    o.rank = r;
+    o.world = 2;
+    saved.push_back(make_shard_source(o)->cursor());
+  }
+  EXPECT_EQ(cursor_for_world(saved, 2, 3).at("slot"), 0);
+  try {
+    cursor_for_world(saved, 0, 4);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::data);
+    EXPECT_NE(std::string(e.what()).find("cannot move to 4 ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at least as many shard files as ranks"), std::string::npos) << e.what();
+  }
+  saved[1]["seed"] = 99;
+  EXPECT_THROW(cursor_for_world(saved, 0, 1), Error);
+  EXPECT_THROW(cursor_for_world(nlohmann::json::array(), 0, 1), Error);
 }
 
 TEST(ShardSource, PrefetchErrorReachesConsumerAfterGoodBatches) {
