@@ -1,6 +1,7 @@
 // Fused scale + additive key mask + softmax (+ Philox dropout) over attention scores, and its
-// backward, for the reference attention path (the GEMMs run in cuBLASLt). One warp per query
-// row of one sequence's [heads·L, L] block; the dropout element index is the index in the saved
+// backward, for the reference attention path (the GEMMs run in cuBLASLt). One launch covers every
+// sequence of the batch: blockIdx.y is the sequence, and each warp of a block takes one query row
+// of that sequence's [heads·L, L] block. The dropout element index is the index in the saved
 // probabilities array (probs_offset + row·L + key), as on the CPU.
 #include "kernels/attention_softmax.h"
 #include "common.cuh"
@@ -10,22 +11,50 @@ namespace bert::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+constexpr int kMaxSequences = 65535;  // gridDim.y
 
 __device__ __forceinline__ bool keep_element(const DropoutSite& site, int64_t index) {
   return philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(index)) >=
          site.p;
 }
 
+// The warp's query row: its first element's index in probs and the sequence's first token and
+// length; false when the block's sequence has fewer rows than this warp's.
+struct Row {
+  int64_t first = 0;  // index of the row's first element in probs
+  int64_t token = 0;  // the sequence's first token (its key_bias)
+  int L = 0;
+};
+
+__device__ __forceinline__ bool row_of(const SoftmaxSequences& seqs, int heads, Row& row) {
+  const int b = blockIdx.y;
+  int64_t offset;
+  if (seqs.table == nullptr) {
+    row.L = seqs.len;
+    row.token = int64_t(b) * seqs.len;
+    offset = row.token * heads * seqs.len;
+  } else {
+    row.token = seqs.table[b];
+    row.L = static_cast<int>(seqs.table[b + 1] - row.token);
+    offset = seqs.table[seqs.num_seqs + 1 + b];
+  }
+  const int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
+  if (r >= int64_t(heads) * row.L) return false;
+  row.first = offset + r * row.L;
+  return true;
+}
+
 __global__ void softmax_fwd_kernel(float* probs, float* dropped, const float* key_bias,
-                                   int64_t rows, int L, float scale, int64_t probs_offset,
-                                   DropoutSite site, float keep_scale) {
-  const int64_t row = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  float* p = probs + row * L;  // [L] scores in, probabilities out
+                                   SoftmaxSequences seqs, int heads, float scale, DropoutSite site,
+                                   float keep_scale) {
+  Row row;
+  if (!row_of(seqs, heads, row)) return;
+  const int lane = threadIdx.x & 31, L = row.L;
+  float* p = probs + row.first;  // [L] scores in, probabilities out
+  const float* bias = key_bias + row.token;
   float row_max = -INFINITY;
   for (int k = lane; k < L; k += 32) {
-    const float s = __fmul_rn(p[k], scale) + key_bias[k];  // no FMA: as on the CPU
+    const float s = __fmul_rn(p[k], scale) + bias[k];  // no FMA: as on the CPU
     p[k] = s;
     row_max = fmaxf(row_max, s);
   }
@@ -37,29 +66,26 @@ __global__ void softmax_fwd_kernel(float* probs, float* dropped, const float* ke
     sum += e;
   }
   sum = warp_sum(sum);
-  const int64_t index0 = probs_offset + row * L;
   for (int k = lane; k < L; k += 32) {
     const float prob = p[k] / sum;
     p[k] = prob;
     if (dropped != nullptr)
-      dropped[row * L + k] =
-          keep_element(site, index0 + k) ? __fmul_rn(prob, keep_scale) : 0.0f;
+      dropped[row.first + k] =
+          keep_element(site, row.first + k) ? __fmul_rn(prob, keep_scale) : 0.0f;
   }
 }
 
-__global__ void softmax_bwd_kernel(float* dgrad, const float* probs, int64_t rows, int L,
-                                   float scale, int64_t probs_offset, DropoutSite site,
-                                   float keep_scale) {
-  const int64_t row = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  float* d = dgrad + row * L;        // [L] d(dropout(P)) in, d(scores) out
-  const float* p = probs + row * L;  // [L]
-  const int64_t index0 = probs_offset + row * L;
+__global__ void softmax_bwd_kernel(float* dgrad, const float* probs, SoftmaxSequences seqs,
+                                   int heads, float scale, DropoutSite site, float keep_scale) {
+  Row row;
+  if (!row_of(seqs, heads, row)) return;
+  const int lane = threadIdx.x & 31, L = row.L;
+  float* d = dgrad + row.first;        // [L] d(dropout(P)) in, d(scores) out
+  const float* p = probs + row.first;  // [L]
   float dot = 0.0f;
   for (int k = lane; k < L; k += 32) {
     float dp = d[k];
-    if (site.p != 0.0f) dp = keep_element(site, index0 + k) ? dp * keep_scale : 0.0f;
+    if (site.p != 0.0f) dp = keep_element(site, row.first + k) ? dp * keep_scale : 0.0f;
     d[k] = dp;
     dot += p[k] * dp;
   }
@@ -67,25 +93,31 @@ __global__ void softmax_bwd_kernel(float* dgrad, const float* probs, int64_t row
   for (int k = lane; k < L; k += 32) d[k] = __fmul_rn(p[k], d[k] - dot) * scale;
 }
 
+// Blocks: enough warps for the longest sequence's rows, one grid row per sequence.
+dim3 grid_of(const SoftmaxSequences& seqs, int heads) {
+  BERT_CHECK(seqs.num_seqs <= kMaxSequences, Code::unsupported, "attention softmax: ",
+             seqs.num_seqs, " sequences in one batch; at most ", kMaxSequences);
+  return dim3(static_cast<unsigned>(ceil_div(int64_t(heads) * seqs.len, kWarpsPerBlock)),
+              static_cast<unsigned>(seqs.num_seqs));
+}
+
 }  // namespace
 
-void attention_softmax_fwd(float* probs, float* dropped, const float* key_bias, int64_t rows,
-                           int L, float scale, int64_t probs_offset, const DropoutSite& site,
-                           float keep_scale, cudaStream_t stream) {
-  if (rows == 0 || L == 0) return;
-  const auto blocks = static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock));
-  softmax_fwd_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-      probs, dropped, key_bias, rows, L, scale, probs_offset, site, keep_scale);
+void attention_softmax_fwd(float* probs, float* dropped, const float* key_bias,
+                           const SoftmaxSequences& seqs, int heads, float scale,
+                           const DropoutSite& site, float keep_scale, cudaStream_t stream) {
+  if (seqs.num_seqs == 0 || seqs.len == 0 || heads == 0) return;
+  softmax_fwd_kernel<<<grid_of(seqs, heads), kWarpsPerBlock * 32, 0, stream>>>(
+      probs, dropped, key_bias, seqs, heads, scale, site, keep_scale);
   CUDA_CHECK(cudaGetLastError());
 }
 
-void attention_softmax_bwd(float* dgrad, const float* probs, int64_t rows, int L, float scale,
-                           int64_t probs_offset, const DropoutSite& site, float keep_scale,
+void attention_softmax_bwd(float* dgrad, const float* probs, const SoftmaxSequences& seqs,
+                           int heads, float scale, const DropoutSite& site, float keep_scale,
                            cudaStream_t stream) {
-  if (rows == 0 || L == 0) return;
-  const auto blocks = static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock));
-  softmax_bwd_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dgrad, probs, rows, L, scale,
-                                                                 probs_offset, site, keep_scale);
+  if (seqs.num_seqs == 0 || seqs.len == 0 || heads == 0) return;
+  softmax_bwd_kernel<<<grid_of(seqs, heads), kWarpsPerBlock * 32, 0, stream>>>(
+      dgrad, probs, seqs, heads, scale, site, keep_scale);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -41,6 +41,11 @@ int64_t segment_chunks(const std::vector<ParamSegment>& segs) {
   return c;
 }
 
+// The sequence table of a packed layout: num_seqs + 1 token starts and num_seqs probs offsets.
+double softmax_table_bytes(const AttentionLayout& layout) {
+  return layout.uniform_length() > 0 ? 0.0 : 8.0 * (2 * layout.num_seqs() + 1);
+}
+
 // Activation kernels: rough FLOPs per element (erf/tanh polynomials).
 double activation_flops(Activation act) { return act == Activation::none ? 0.0 : 20.0; }
 
@@ -401,7 +406,16 @@ void CostModelOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, co
   if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4);
 }
 
-// ---- attention (the reference path: per sequence, head-batched GEMMs around softmax kernels) ---
+// ---- attention (the reference path: head-batched GEMMs around one softmax launch per call) -----
+
+void CostModelOps::softmax_table(const char* op, const AttentionLayout& layout, int heads) {
+  if (layout.uniform_length() > 0) return;
+  std::vector<int64_t> words(layout.seq_start.begin(), layout.seq_start.end());
+  for (int b = 0; b < layout.num_seqs(); ++b) words.push_back(layout.probs_offset(b, heads));
+  if (words == softmax_table_) return;
+  add(op, "host copy", 0, 0, 0).host_bytes = softmax_table_bytes(layout);
+  softmax_table_ = std::move(words);
+}
 
 void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
@@ -411,12 +425,12 @@ void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
     return attention_fwd_by_head(qkv, layout.num_seqs(), L, heads, head_dim, dropout);
   }
+  softmax_table("attention_fwd", layout, heads);
   stage("attention_fwd", qkv, layout.total_tokens() * ld);
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
     const float* q = qkv + s0 * ld;
-    const double block = static_cast<double>(heads) * L * L;
     Gemm scores;  // P_h = Q_h K_h^T
     scores.trans_b = true;
     scores.m = L;
@@ -430,15 +444,22 @@ void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv
     scores.stride_b = head_dim;
     scores.batch = heads;
     gemm("attention_fwd", "gemm (attention)", scores);
-    add("attention_fwd", "softmax", 6 * block, 4 * block + 4.0 * L, 4 * block * (dropout ? 2 : 1));
+  }
+  const double all = static_cast<double>(layout.probs_elems(heads)), T = static_cast<double>(layout.total_tokens());
+  const double table = softmax_table_bytes(layout);
+  if (all > 0) add("attention_fwd", "softmax", 6 * all, 4 * all + 4 * T + table, 4 * all * (dropout ? 2 : 1));
+  stage_scratch("attention_fwd", layout.probs_elems(heads));  // P (or its dropped copy) staged once
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
     Gemm pv;  // ctx_h = dropout(P_h) V_h
     pv.m = L;
     pv.n = head_dim;
     pv.k = L;
-    pv.A = nullptr;  // P or its dropped copy in scratch: never a weight
+    pv.a_staged = true;
     pv.lda = L;
     pv.stride_a = L * L;
-    pv.B = q + 2 * H;
+    pv.B = qkv + s0 * ld + 2 * H;
     pv.ldb = ld;
     pv.stride_b = head_dim;
     pv.batch = heads;
@@ -455,21 +476,24 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
     return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), L, heads, head_dim, dropout);
   }
+  softmax_table("attention_bwd", layout, heads);
+  const int64_t elems = layout.probs_elems(heads);
+  const double all = static_cast<double>(elems);
+  if (dropout && all > 0) add("attention_bwd", "dropout/residual", 4 * all, 4 * all, 4 * all);
   stage("attention_bwd", qkv, layout.total_tokens() * ld);
   stage("attention_bwd", dctx, layout.total_tokens() * H);
+  stage_scratch("attention_bwd", elems);  // P (or its dropped copy)
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
     const float* q = qkv + s0 * ld;
     const float* dc = dctx + s0 * H;
-    const double block = static_cast<double>(heads) * L * L;
-    if (dropout) add("attention_bwd", "dropout/residual", 4 * block, 4 * block, 4 * block);
     Gemm dv;  // dV_h = dropout(P_h)^T dctx_h
     dv.trans_a = true;
     dv.m = L;
     dv.n = head_dim;
     dv.k = L;
-    dv.A = nullptr;  // P or its dropped copy in scratch
+    dv.a_staged = true;
     dv.lda = L;
     dv.stride_a = L * L;
     dv.B = dc;
@@ -490,13 +514,17 @@ void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const floa
     dp.stride_b = head_dim;
     dp.batch = heads;
     gemm("attention_bwd", "gemm (attention)", dp);
-    add("attention_bwd", "softmax", 6 * block, 8 * block, 4 * block);
-    stage_scratch("attention_bwd", heads * L * L);  // dS feeds two GEMMs: staged once
+  }
+  if (all > 0) add("attention_bwd", "softmax", 6 * all, 8 * all + softmax_table_bytes(layout), 4 * all);
+  stage_scratch("attention_bwd", elems);  // dS feeds two GEMMs: staged once
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* q = qkv + s0 * ld;
     Gemm dq;  // dQ_h = dS_h K_h
     dq.m = L;
     dq.n = head_dim;
     dq.k = L;
-    dq.A = nullptr;  // dS in scratch, staged above
     dq.a_staged = true;
     dq.lda = L;
     dq.stride_a = L * L;
@@ -532,8 +560,8 @@ void CostModelOps::attention_fwd_by_head(const float* qkv, int seqs, int64_t L, 
     scores.batch = seqs;
     gemm("attention_fwd", "gemm (attention)", scores);
   }
-  const double b = static_cast<double>(block);
-  for (int s = 0; s < seqs; ++s) add("attention_fwd", "softmax", 6 * b, 4 * b + 4.0 * L, 4 * b * (dropout ? 2 : 1));
+  const double all = static_cast<double>(seqs) * block, T = static_cast<double>(seqs) * L;
+  add("attention_fwd", "softmax", 6 * all, 4 * all + 4 * T, 4 * all * (dropout ? 2 : 1));  // one launch
   stage_scratch("attention_fwd", seqs * block);  // P (or its dropped copy) staged once
   for (int h = 0; h < heads; ++h) {
     Gemm pv;  // ctx[b, h] = dropout(P[b, h]) V[b, h]
@@ -588,8 +616,7 @@ void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, in
     dp.batch = seqs;
     gemm("attention_bwd", "gemm (attention)", dp);
   }
-  const double b = static_cast<double>(block);
-  for (int s = 0; s < seqs; ++s) add("attention_bwd", "softmax", 6 * b, 8 * b, 4 * b);
+  add("attention_bwd", "softmax", 6 * all, 8 * all, 4 * all);  // one launch
   stage_scratch("attention_bwd", seqs * block);  // dS
   for (int h = 0; h < heads; ++h) {
     Gemm dq;  // dQ[b, h] = dS[b, h] K[b, h]

@@ -138,6 +138,8 @@ class CostModelOps final : public Ops {
   void stage(const char* op, const float* data, int64_t n);
   // A staged scratch buffer of n elements (attention's P and dS): its cast only.
   void stage_scratch(const char* op, int64_t n);
+  // CudaOps::softmax_sequences: a packed layout's sequence table, uploaded when it changes.
+  void softmax_table(const char* op, const AttentionLayout& layout, int heads);
   // CudaOps::attention_{fwd,bwd}_by_head: padded batches of more sequences than heads.
   void attention_fwd_by_head(const float* qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout);
   void attention_bwd_by_head(const float* dctx, const float* qkv, int seqs, int64_t L, int heads, int head_dim,
@@ -161,6 +163,7 @@ class CostModelOps final : public Ops {
   std::map<void*, size_t> reserved_;  // without an inner backend: address-space reservations
   size_t live_bytes_ = 0, peak_bytes_ = 0;
   std::map<const char*, std::vector<int32_t>> uploaded_ints_;  // small uploads, by destination
+  std::vector<int64_t> softmax_table_;  // the last packed layout's sequence table (softmax_table)
 };
 
 // A step's prediction from recorded kernels on a device.

@@ -401,6 +401,19 @@ TEST_F(CudaVsCpu, AttentionPaddedAndVariableLength) {
   EXPECT_THROW(gpu->attention_fwd(x.g, x.g, x.g, x.g, bad, 4, 16, DropoutSite{}), Error);
 }
 
+// Packed batches of several lengths, with dropout, one after another on the same backend: the
+// softmax's sequence table (one launch for all sequences) follows each new layout, also one
+// with the same sequence count and total but other lengths.
+TEST_F(CudaVsCpu, AttentionFollowsEachPackedLayout) {
+  AttentionLayout a, b, c;
+  a.seq_start = {0, 7, 40, 41, 60};
+  b.seq_start = {0, 33, 34, 53, 60};
+  c.seq_start = {0, 3, 9, 30, 30, 64, 70, 71};
+  int n = 0;
+  for (const AttentionLayout* layout : {&a, &b, &a, &c})
+    run_attention(*cpu, *gpu, *layout, 0.1f, kGemmFp32, "packed layout " + std::to_string(n++));
+}
+
 TEST_F(CudaVsCpu, BackwardReductionsAreBitwiseRepeatable) {
   // No float atomics: the same inputs give the same bits on every run.
   const int64_t M = 300;

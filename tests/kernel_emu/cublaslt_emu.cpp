@@ -5,7 +5,8 @@
 // form, the pre-GELU values to the aux matrix). Only the attributes the backend sets are
 // accepted; any other is refused with CUBLAS_STATUS_INVALID_VALUE so a new use is noticed. Every
 // matrix touched must lie inside one cudaMalloc allocation, which catches wrong ld/stride/shape.
-// Each call adds the bytes its layouts describe to the emulator's traffic counters.
+// Each call adds the bytes its layouts describe to the emulator's traffic counters. The product
+// is stream work (cuda_emu::enqueue), so a capturing stream records it for graph launches.
 #include <cublasLt.h>
 
 #include <Eigen/Dense>
@@ -207,7 +208,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                               cublasLtMatrixLayout_t b_desc, const void* beta, const void* C,
                               cublasLtMatrixLayout_t c_desc, void* D,
                               cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* algo,
-                              void*, size_t, cudaStream_t) {
+                              void*, size_t, cudaStream_t stream) {
   const Desc& d = *reinterpret_cast<Desc*>(desc);
   const Layout& la = *reinterpret_cast<Layout*>(a_desc);
   const Layout& lb = *reinterpret_cast<Layout*>(b_desc);
@@ -241,30 +242,33 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
       }
     return x;
   };
-  // The bytes this call moves: each operand element once, C when beta != 0, D, bias and aux.
-  cuda_emu::Traffic& t = cuda_emu::traffic();
-  ++t.gemm_launches;
-  const int64_t mn = m * n * lc.batch;
-  t.read_bytes += m * k * lc.batch * static_cast<int64_t>(element_bytes(la.type)) +
-                  k * n * lc.batch * static_cast<int64_t>(element_bytes(lb.type)) +
-                  (be != 0.0f ? 4 * mn : 0) + (bias ? 4 * m : 0);
-  t.write_bytes += 4 * mn + (gelu ? 4 * mn : 0);
-  for (int64_t batch = 0; batch < lc.batch; ++batch) {
-    const Eigen::MatrixXf product =
-        unpack(A, la, d.trans_a, batch, m, k) * unpack(B, lb, d.trans_b, batch, k, n);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < m; ++i) {
-        const int64_t at = batch * lc.stride + i + j * lc.ld;
-        float v = al * product(i, j);
-        if (be != 0.0f) v += be * static_cast<const float*>(C)[at];
-        if (bias) v += static_cast<const float*>(d.bias)[i];
-        if (gelu) {
-          static_cast<float*>(d.aux)[i + j * d.aux_ld] = v;
-          v = gelu_tanh(v);
+  // Checked now; computed on the stream (later when it captures): d, la, lb, lc copied.
+  cuda_emu::enqueue(stream, [=] {
+    // The bytes this call moves: each operand element once, C when beta != 0, D, bias and aux.
+    cuda_emu::Traffic& t = cuda_emu::traffic();
+    ++t.gemm_launches;
+    const int64_t mn = m * n * lc.batch;
+    t.read_bytes += m * k * lc.batch * static_cast<int64_t>(element_bytes(la.type)) +
+                    k * n * lc.batch * static_cast<int64_t>(element_bytes(lb.type)) +
+                    (be != 0.0f ? 4 * mn : 0) + (bias ? 4 * m : 0);
+    t.write_bytes += 4 * mn + (gelu ? 4 * mn : 0);
+    for (int64_t batch = 0; batch < lc.batch; ++batch) {
+      const Eigen::MatrixXf product =
+          unpack(A, la, d.trans_a, batch, m, k) * unpack(B, lb, d.trans_b, batch, k, n);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t at = batch * lc.stride + i + j * lc.ld;
+          float v = al * product(i, j);
+          if (be != 0.0f) v += be * static_cast<const float*>(C)[at];
+          if (bias) v += static_cast<const float*>(d.bias)[i];
+          if (gelu) {
+            static_cast<float*>(d.aux)[i + j * d.aux_ld] = v;
+            v = gelu_tanh(v);
+          }
+          static_cast<float*>(D)[at] = v;
         }
-        static_cast<float*>(D)[at] = v;
-      }
-  }
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -21,6 +21,8 @@
 #include <functional>
 #include <type_traits>
 
+#include "cuda_runtime_emu.h"
+
 // Execution-space keywords mean nothing on the host; shared memory is one static per kernel,
 // which every fiber of the running block sees (blocks never run at the same time).
 #undef __global__
@@ -54,15 +56,19 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body);
 
 struct Launcher {
   dim3 grid, block;
-  Launcher(dim3 g, dim3 b, size_t shared_bytes = 0, cudaStream_t stream = nullptr)
-      : grid(g), block(b) {
-    (void)shared_bytes, (void)stream;
+  cudaStream_t stream;
+  Launcher(dim3 g, dim3 b, size_t shared_bytes = 0, cudaStream_t s = nullptr)
+      : grid(g), block(b), stream(s) {
+    (void)shared_bytes;
   }
-  // kernel: a callable that calls the kernel with its arguments.
+  // kernel: a callable that calls the kernel with its arguments. The arguments are copied, as
+  // a launch does, so a launch recorded into a graph replays with the values it was given.
   template <typename Kernel>
   auto bind(Kernel kernel) const {
-    return [kernel, grid = grid, block = block](auto&&... args) {
-      run_grid(grid, block, [&] { kernel(args...); });
+    return [kernel, grid = grid, block = block, stream = stream](auto&&... args) {
+      enqueue(stream, [kernel, grid, block, ... a = std::decay_t<decltype(args)>(args)] {
+        run_grid(grid, block, [&] { kernel(a...); });
+      });
     };
   }
 };

@@ -2,7 +2,11 @@
 // in the kernel emulation: one device (reported as compute capability 9.0), host memory as
 // device memory, streams that run everything at once in order. Allocations are tracked so the
 // cuBLASLt emulation can check that each matrix it touches lies inside one of them, and so the
-// traffic counters can tell device bytes from others.
+// traffic counters can tell device bytes from others. Stream capture: while a stream captures,
+// its work (kernels, GEMMs, async copies and memsets, arguments bound by value) is recorded
+// instead of run, and cudaGraphLaunch runs the recorded work in order; as on a GPU, waiting for
+// the capturing stream, allocating or freeing during a global-mode capture fails and
+// invalidates the capture.
 #include "cuda_runtime_emu.h"
 
 #include <cuda_runtime_api.h>
@@ -10,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <functional>
+#include <utility>
 #include <iterator>
 #include <map>
 #include <vector>
@@ -45,7 +51,32 @@ const char* g_gap_hi = nullptr;
 
 void forget_lookups() { g_hit_lo = g_hit_hi = g_gap_lo = g_gap_hi = nullptr; }
 
+// The capture in progress (one stream at a time), if any.
+struct Capture {
+  bool active = false, invalidated = false;
+  cudaStream_t stream = nullptr;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::vector<std::function<void()>> work;
+};
+Capture g_capture;
+
+// A call the runtime refuses while a global-mode capture is in progress (it would wait for
+// or change device state outside the graph): invalidates the capture.
+bool refused_by_capture() {
+  if (!g_capture.active || g_capture.mode != cudaStreamCaptureModeGlobal) return false;
+  g_capture.invalidated = true;
+  return true;
+}
+
 }  // namespace
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  if (g_capture.active && stream == g_capture.stream) {
+    g_capture.work.push_back(std::move(work));
+  } else {
+    work();
+  }
+}
 
 Traffic& traffic() {
   static Traffic counters;
@@ -100,6 +131,14 @@ void note_access(const void* address, size_t bytes, bool write) {
 
 }  // namespace cuda_emu
 
+// The graph types the runtime headers leave opaque: the recorded work, in order.
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
+
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
@@ -127,12 +166,56 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cuda_emu::g_capture.active && (stream == cuda_emu::g_capture.stream || cuda_emu::refused_by_capture())) {
+    cuda_emu::g_capture.invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
   ++cuda_emu::traffic().stream_syncs;
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  if (cuda_emu::g_capture.active) return cudaErrorIllegalState;  // one capture at a time here
+  cuda_emu::g_capture = cuda_emu::Capture{true, false, stream, mode, {}};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  cuda_emu::Capture& c = cuda_emu::g_capture;
+  if (!c.active || stream != c.stream) return cudaErrorIllegalState;
+  const bool invalidated = c.invalidated;
+  *graph = invalidated ? nullptr : new CUgraph_st{std::move(c.work)};
+  c = cuda_emu::Capture{};
+  return invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* status) {
+  const cuda_emu::Capture& c = cuda_emu::g_capture;
+  *status = !c.active || stream != c.stream ? cudaStreamCaptureStatusNone
+            : c.invalidated                  ? cudaStreamCaptureStatusInvalidated
+                                             : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (graph == nullptr) return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec == nullptr) return cudaErrorInvalidValue;
+  for (const auto& work : exec->work) cuda_emu::enqueue(stream, work);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (cuda_emu::refused_by_capture()) return cudaErrorStreamCaptureUnsupported;
   const size_t rounded = (bytes + 255) / 256 * 256;
   *ptr = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
   if (*ptr == nullptr) return cudaErrorMemoryAllocation;
@@ -143,6 +226,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 }
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
+  if (cuda_emu::refused_by_capture()) return cudaErrorStreamCaptureUnsupported;
   if (cuda_emu::allocations().erase(static_cast<const char*>(ptr)) == 0)
     return cudaErrorInvalidValue;
   cuda_emu::forget_lookups();
@@ -161,7 +245,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
   const bool device_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool device_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (bytes == 0) return cudaSuccess;
@@ -170,29 +254,34 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
   if ((device_dst && !cuda_emu::inside_allocation(d, d + bytes - 1)) ||
       (device_src && !cuda_emu::inside_allocation(s, s + bytes - 1)))
     return cudaErrorInvalidValue;
-  std::memmove(dst, src, bytes);
-  cuda_emu::Traffic& t = cuda_emu::traffic();
-  const auto n = static_cast<int64_t>(bytes);
-  if (device_dst && device_src) {
-    ++t.device_copies;
-    t.read_bytes += n;
-    t.write_bytes += n;
-  } else {
-    ++t.host_copies;
-    (device_dst ? t.host_to_device_bytes : t.device_to_host_bytes) += n;
-  }
+  cuda_emu::enqueue(stream, [=] {
+    std::memmove(dst, src, bytes);
+    cuda_emu::Traffic& t = cuda_emu::traffic();
+    const auto n = static_cast<int64_t>(bytes);
+    if (device_dst && device_src) {
+      ++t.device_copies;
+      t.read_bytes += n;
+      t.write_bytes += n;
+    } else {
+      ++t.host_copies;
+      (device_dst ? t.host_to_device_bytes : t.device_to_host_bytes) += n;
+    }
+  });
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
+  if (cuda_emu::refused_by_capture()) return cudaErrorStreamCaptureUnsupported;
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   const char* p = static_cast<const char*>(ptr);
   if (!cuda_emu::inside_allocation(p, p + bytes - 1)) return cudaErrorInvalidValue;
-  std::memset(ptr, value, bytes);
-  ++cuda_emu::traffic().device_copies;
-  cuda_emu::traffic().write_bytes += static_cast<int64_t>(bytes);
+  cuda_emu::enqueue(stream, [=] {
+    std::memset(ptr, value, bytes);
+    ++cuda_emu::traffic().device_copies;
+    cuda_emu::traffic().write_bytes += static_cast<int64_t>(bytes);
+  });
   return cudaSuccess;
 }
 

@@ -1,15 +1,24 @@
 // What the emulated CUDA runtime (cuda_runtime_emu.cpp) offers the other emulation files: the
-// allocation check, and the traffic counters (launches, stream waits, transfers and the bytes
-// kernels load and store in device memory) that the cost-model test compares against.
+// allocation check, stream work (run now, or recorded while the stream captures a graph), and
+// the traffic counters (launches, stream waits, transfers and the bytes kernels load and store
+// in device memory) that the cost-model test compares against.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace cuda_emu {
 
 // Whether bytes first..last (inclusive) lie inside one live cudaMalloc allocation.
 bool inside_allocation(const void* first, const void* last);
+
+// Work on `stream` (a kernel launch, a GEMM, an async copy or memset, its arguments bound by
+// value): runs now, or, while `stream` captures (cudaStreamBeginCapture), is appended to the
+// graph being captured and runs each time an instance of that graph is launched.
+void enqueue(cudaStream_t stream, std::function<void()> work);
 
 // Counters since the program started (read them before and after the calls of interest).
 // read/write bytes are per-launch footprints: the distinct 32-byte sectors of device memory a

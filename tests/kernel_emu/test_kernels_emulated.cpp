@@ -242,61 +242,66 @@ std::vector<float> attention_scores(const std::vector<float>& qkv, const Attenti
   return scores;
 }
 
+// Every sequence in one launch: packed (a device table of token starts and probs offsets) and
+// padded (no table: offsets by arithmetic).
 TEST_F(EmulatedKernels, AttentionSoftmaxMatchesTheCpuAttention) {
   const int heads = 3, D = 8, H = heads * D;
-  AttentionLayout layout;
-  layout.seq_start = {0, 5, 14, 47};  // ragged: rows of 5, 9 and 33 keys (a partial warp)
-  const int T = layout.total_tokens();
-  const auto qkv = random_floats(size_t(T) * 3 * H, 27);
-  std::vector<float> key_bias(T, 0.0f);
-  for (int t : {3, 4, 12, 40, 41, 42, 43, 44, 45, 46}) key_bias[t] = -10000.0f;
-  const float scale = 1.0f / std::sqrt(float(D));
-  for (float p : {0.0f, 0.1f}) {
-    const DropoutSite site{99, 3, 11, p};
-    const float keep_scale = 1.0f / (1.0f - p);
-    const int64_t elems = layout.probs_elems(heads);
-    std::vector<float> ctx(size_t(T) * H), e_probs(elems);
-    cpu->attention_fwd(ctx.data(), e_probs.data(), qkv.data(), key_bias.data(), layout, heads, D,
-                       site);
-    std::vector<float> e_dropped(elems);
-    cpu->dropout_residual_fwd(e_dropped.data(), e_probs.data(), nullptr, elems, site);
+  AttentionLayout packed, padded;
+  packed.seq_start = {0, 5, 14, 14, 47};  // ragged: rows of 5, 9, none and 33 keys (a partial warp)
+  padded.seq_start = {0, 16, 32, 48};
+  auto check = [&](const AttentionLayout& layout) {
+    const int T = layout.total_tokens();
+    const auto qkv = random_floats(size_t(T) * 3 * H, 27);
+    std::vector<float> key_bias(T, 0.0f);
+    for (int t : {3, 4, 12, 40, 41, 42, 43, 44, 45, 46}) key_bias[t] = -10000.0f;
+    const float scale = 1.0f / std::sqrt(float(D));
+    std::vector<int64_t> table(layout.seq_start.begin(), layout.seq_start.end());
+    for (int b = 0; b < layout.num_seqs(); ++b) table.push_back(layout.probs_offset(b, heads));
+    kernels::SoftmaxSequences seqs{table.data(), layout.num_seqs(), layout.max_len()};
+    if (layout.uniform_length() > 0) seqs.table = nullptr;
+    for (float p : {0.0f, 0.1f}) {
+      const DropoutSite site{99, 3, 11, p};
+      const float keep_scale = 1.0f / (1.0f - p);
+      const int64_t elems = layout.probs_elems(heads);
+      std::vector<float> ctx(size_t(T) * H), e_probs(elems);
+      cpu->attention_fwd(ctx.data(), e_probs.data(), qkv.data(), key_bias.data(), layout, heads, D,
+                         site);
+      std::vector<float> e_dropped(elems);
+      cpu->dropout_residual_fwd(e_dropped.data(), e_probs.data(), nullptr, elems, site);
 
-    auto probs = attention_scores(qkv, layout, heads, D);
-    std::vector<float> dropped(elems);
-    const auto dgrad_in = random_floats(elems, 28);
-    auto dgrad = dgrad_in;
-    for (int b = 0; b < layout.num_seqs(); ++b) {
-      const int s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
-      const int64_t offset = layout.probs_offset(b, heads);
-      kernels::attention_softmax_fwd(probs.data() + offset, p > 0 ? dropped.data() + offset : nullptr,
-                                     key_bias.data() + s0, int64_t(heads) * L, L, scale, offset,
-                                     site, keep_scale, nullptr);
-      kernels::attention_softmax_bwd(dgrad.data() + offset, probs.data() + offset,
-                                     int64_t(heads) * L, L, scale, offset, site, keep_scale,
+      auto probs = attention_scores(qkv, layout, heads, D);
+      std::vector<float> dropped(elems);
+      const auto dgrad_in = random_floats(elems, 28);
+      auto dgrad = dgrad_in;
+      kernels::attention_softmax_fwd(probs.data(), p > 0 ? dropped.data() : nullptr, key_bias.data(),
+                                     seqs, heads, scale, site, keep_scale, nullptr);
+      kernels::attention_softmax_bwd(dgrad.data(), probs.data(), seqs, heads, scale, site, keep_scale,
                                      nullptr);
-    }
-    expect_close(probs, e_probs, 1e-6, 1e-5, "attention probs");
-    if (p > 0) {
-      for (int64_t i = 0; i < elems; ++i)
-        ASSERT_EQ(dropped[i] == 0.0f, e_dropped[i] == 0.0f) << "dropout mask at " << i;
-      expect_close(dropped, e_dropped, 1e-6, 1e-5, "dropped probs");
-    }
-    // d(scores) = P ⊙ (dP - Σ_k P·dP) · scale, where dP = dropout_bwd(d(dropped P)).
-    std::vector<float> dP(elems), expected(elems);
-    cpu->dropout_bwd(dP.data(), dgrad_in.data(), elems, site);
-    for (int b = 0; b < layout.num_seqs(); ++b) {
-      const int L = layout.seq_start[b + 1] - layout.seq_start[b];
-      const int64_t offset = layout.probs_offset(b, heads);
-      for (int64_t r = 0; r < int64_t(heads) * L; ++r) {
-        const size_t row = offset + r * L;
-        double dot = 0.0;
-        for (int k = 0; k < L; ++k) dot += double(e_probs[row + k]) * dP[row + k];
-        for (int k = 0; k < L; ++k)
-          expected[row + k] = static_cast<float>(e_probs[row + k] * (dP[row + k] - dot) * scale);
+      expect_close(probs, e_probs, 1e-6, 1e-5, "attention probs");
+      if (p > 0) {
+        for (int64_t i = 0; i < elems; ++i)
+          ASSERT_EQ(dropped[i] == 0.0f, e_dropped[i] == 0.0f) << "dropout mask at " << i;
+        expect_close(dropped, e_dropped, 1e-6, 1e-5, "dropped probs");
       }
+      // d(scores) = P ⊙ (dP - Σ_k P·dP) · scale, where dP = dropout_bwd(d(dropped P)).
+      std::vector<float> dP(elems), expected(elems);
+      cpu->dropout_bwd(dP.data(), dgrad_in.data(), elems, site);
+      for (int b = 0; b < layout.num_seqs(); ++b) {
+        const int L = layout.seq_start[b + 1] - layout.seq_start[b];
+        const int64_t offset = layout.probs_offset(b, heads);
+        for (int64_t r = 0; r < int64_t(heads) * L; ++r) {
+          const size_t row = offset + r * L;
+          double dot = 0.0;
+          for (int k = 0; k < L; ++k) dot += double(e_probs[row + k]) * dP[row + k];
+          for (int k = 0; k < L; ++k)
+            expected[row + k] = static_cast<float>(e_probs[row + k] * (dP[row + k] - dot) * scale);
+        }
+      }
+      expect_close(dgrad, expected, 1e-6, 1e-5, "attention softmax backward");
     }
-    expect_close(dgrad, expected, 1e-6, 1e-5, "attention softmax backward");
-  }
+  };
+  check(packed);
+  check(padded);
 }
 
 TEST_F(EmulatedKernels, SoftmaxCrossEntropyMatchesTheCpu) {

@@ -189,11 +189,14 @@ double analytic_gemm_flops(const BertConfig& m, const ModelInputs& in) {
   return 3 * (L * (dense + attention) + heads);
 }
 
-TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnBertTiny) {
+// unpad: packed sequences of their own lengths (the attention's per-sequence path and its
+// sequence table) instead of the padded batch (the by-head path).
+void expect_cost_model_matches_emulator(bool unpad) {
   const int B = 4, S = 32, P = 5;
   SessionConfig config = parse_session_config(R"({"model": "bert-tiny", "device": "cuda",
       "train": {"micro_batch": 4, "precision": "bf16", "steps": 10, "seed": 7},
-      "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}})");
+      "data": {"max_seq_length": 32, "max_predictions_per_seq": 5, "unpad": )" +
+                                              std::string(unpad ? "true" : "false") + "}}");
   CostModelOps* model = nullptr;
   EmulatorTrafficOps* emulator = nullptr;
   CostModelOptions options;
@@ -256,10 +259,17 @@ TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnBertTiny) {
 
   // Tokens, sequence lengths and masked rows as the model reads the batch.
   const ModelInputs in = build_model_inputs(v, config.model, config.task, B, S, P, config.data.unpad, true);
+  if (unpad) ASSERT_EQ(in.layout.uniform_length(), 0) << "the batch should have sequences of several lengths";
   const StepPrediction step = predict_step(model->kernels(), device_model("h100"), false);
   const double analytic = analytic_gemm_flops(config.model, in);
   std::printf("GEMM FLOPs: model %.6e analytic %.6e\n", step.gemm_flops, analytic);
   EXPECT_NEAR(step.gemm_flops, analytic, 1e-12 * analytic);
+}
+
+TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnBertTiny) { expect_cost_model_matches_emulator(false); }
+
+TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnUnpaddedBertTiny) {
+  expect_cost_model_matches_emulator(true);
 }
 
 }  // namespace

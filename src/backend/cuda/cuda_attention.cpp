@@ -1,12 +1,14 @@
 // Reference attention on the GPU for padded and variable-length (packed) batches: per sequence,
 // head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
-// around the fused scale+mask+softmax(+dropout) kernels. Scores are written straight into the
-// saved probs array, so the dropout element index is the index there, as on the CPU. In
-// bf16/fp16 the GEMMs read Q, K, V (and dctx, dS) from 16-bit copies staged once per call
-// (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
+// around the fused scale+mask+softmax(+dropout) kernels, which run once per call over every
+// sequence. Scores are written straight into the saved probs array, and dropped P and dS are
+// laid out like it, so the dropout element index is the index there, as on the CPU. In
+// bf16/fp16 the GEMMs read Q, K, V, dctx, dropped P and dS from 16-bit copies staged once per
+// call (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
 // fused attention both directions go to FusedAttention (cuDNN) instead, for every layout the
 // GPU supports there.
 #include <cmath>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
@@ -47,10 +49,9 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
   const int64_t ld_qkv = 3 * H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float keep_scale = 1.0f / (1.0f - site.p);
-  const int64_t max_len = layout.max_len();
-  float* dropped = site.p != 0.0f
-                       ? attn_a_->get_as<float>(static_cast<size_t>(heads) * max_len * max_len)
-                       : nullptr;  // [heads, L, L] of the current sequence
+  const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
+  const int64_t elems = layout.probs_elems(heads);
+  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(elems) : nullptr;  // laid out as probs
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
   int64_t offset = 0;  // probs_offset of sequence b
@@ -59,8 +60,7 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
     const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
-    float* p = probs + offset;           // [heads, L, L]
-    GemmArgs scores;                     // p[h] = Q_h [L, D] · K_h[L, D]^T
+    GemmArgs scores;                     // P_h = Q_h [L, D] · K_h[L, D]^T, into probs
     scores.trans_b = true;
     scores.m = L;
     scores.n = L;
@@ -71,21 +71,29 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
     scores.B = q + H;
     scores.ldb = ld_qkv;
     scores.stride_b = head_dim;
-    scores.C = p;
+    scores.C = probs + offset;
     scores.ldc = L;
     scores.stride_c = L * L;
     scores.batch = heads;
     gemm_->run(scores);
-    kernels::attention_softmax_fwd(p, dropped, key_bias + s0, heads * L, static_cast<int>(L),
-                                   scale, offset, site, keep_scale, stream_);
+    offset += static_cast<int64_t>(heads) * L * L;
+  }
+  kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, scale, site, keep_scale, stream_);
+  const float* p = dropped != nullptr ? dropped : probs;
+  gemm_->stage(p, elems);
+  offset = 0;
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b];
+    const int64_t L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
     GemmArgs pv;  // ctx_h [L, D] = dropout(P_h) [L, L] · V_h [L, D]
     pv.m = L;
     pv.n = head_dim;
     pv.k = L;
-    pv.A = dropped != nullptr ? dropped : p;
+    pv.A = p + offset;
     pv.lda = L;
     pv.stride_a = L * L;
-    pv.B = q + 2 * H;
+    pv.B = qkv + s0 * ld_qkv + 2 * H;
     pv.ldb = ld_qkv;
     pv.stride_b = head_dim;
     pv.C = ctx + s0 * H;
@@ -112,37 +120,36 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
   const int64_t ld_qkv = 3 * H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float keep_scale = 1.0f / (1.0f - site.p);
-  const int64_t max_len = layout.max_len();
-  const size_t block = static_cast<size_t>(heads) * max_len * max_len;
-  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(block) : nullptr;  // [heads, L, L]
-  float* dgrad = attn_b_->get_as<float>(block);                               // [heads, L, L]
+  const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
+  const int64_t elems = layout.probs_elems(heads);
+  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(elems) : nullptr;  // laid out as probs
+  float* dgrad = attn_b_->get_as<float>(elems);                                // likewise
+  // The dropout index of an element is its index in probs, for all sequences at once.
+  if (dropped != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, keep_scale, 0, stream_);
+  const float* p = dropped != nullptr ? dropped : probs;
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // cast to 16 bits once, not per GEMM
   gemm_->stage(dctx, layout.total_tokens() * H);
+  gemm_->stage(p, elems);
   int64_t offset = 0;
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
     const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
-    const float* p = probs + offset;     // [heads, L, L]
     const float* dc = dctx + s0 * H;     // [L, H]
-    float* dq = dqkv + s0 * ld_qkv;      // [L, 3H]
-    if (dropped != nullptr)
-      kernels::dropout_residual_fwd(dropped, p, nullptr, heads * L * L, site, keep_scale, offset,
-                                    stream_);
     GemmArgs dv;  // dV_h [L, D] = dropout(P_h)^T · dctx_h
     dv.trans_a = true;
     dv.m = L;
     dv.n = head_dim;
     dv.k = L;
-    dv.A = dropped != nullptr ? dropped : p;
+    dv.A = p + offset;
     dv.lda = L;
     dv.stride_a = L * L;
     dv.B = dc;
     dv.ldb = H;
     dv.stride_b = head_dim;
-    dv.C = dq + 2 * H;
+    dv.C = dqkv + s0 * ld_qkv + 2 * H;
     dv.ldc = ld_qkv;
     dv.stride_c = head_dim;
     dv.batch = heads;
@@ -158,20 +165,27 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
     dp.B = q + 2 * H;
     dp.ldb = ld_qkv;
     dp.stride_b = head_dim;
-    dp.C = dgrad;
+    dp.C = dgrad + offset;
     dp.ldc = L;
     dp.stride_c = L * L;
     dp.batch = heads;
     gemm_->run(dp);
-    kernels::attention_softmax_bwd(dgrad, p, heads * L, static_cast<int>(L), scale, offset, site,
-                                   keep_scale, stream_);
-    const StagedOperands staged_ds(*gemm_);
-    gemm_->stage(dgrad, heads * L * L);  // dS feeds two GEMMs: cast once
+    offset += static_cast<int64_t>(heads) * L * L;
+  }
+  kernels::attention_softmax_bwd(dgrad, probs, seqs, heads, scale, site, keep_scale, stream_);
+  gemm_->stage(dgrad, elems);  // dS feeds two GEMMs: cast once
+  offset = 0;
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const int64_t s0 = layout.seq_start[b];
+    const int64_t L = layout.seq_start[b + 1] - s0;
+    if (L == 0) continue;
+    const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
+    float* dq = dqkv + s0 * ld_qkv;      // [L, 3H]
     GemmArgs dqg;  // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
     dqg.m = L;
     dqg.n = head_dim;
     dqg.k = L;
-    dqg.A = dgrad;
+    dqg.A = dgrad + offset;
     dqg.lda = L;
     dqg.stride_a = L * L;
     dqg.B = q + H;
@@ -189,6 +203,25 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
     gemm_->run(dk);
     offset += static_cast<int64_t>(heads) * L * L;
   }
+}
+
+kernels::SoftmaxSequences CudaOps::softmax_sequences(const AttentionLayout& layout, int heads) {
+  if (const int64_t L = layout.uniform_length(); L > 0)
+    return kernels::SoftmaxSequences{nullptr, layout.num_seqs(), static_cast<int>(L)};
+  const int n = layout.num_seqs();
+  std::vector<int64_t> words(layout.seq_start.begin(), layout.seq_start.end());  // token starts
+  for (int b = 0; b < n; ++b) words.push_back(layout.probs_offset(b, heads));
+  const size_t bytes = words.size() * sizeof(int64_t);
+  // A buffer that grows (a new pointer) only ever does so for a longer table than the last,
+  // which differs from host_seqs_ and so is uploaded.
+  auto* device = seqs_table_->get_as<int64_t>(words.size());
+  if (words != host_seqs_) {
+    // Pageable source: staged before cudaMemcpyAsync returns; the stream orders it after the
+    // kernels that read the previous table.
+    CUDA_CHECK(cudaMemcpyAsync(device, words.data(), bytes, cudaMemcpyHostToDevice, stream_));
+    host_seqs_ = std::move(words);
+  }
+  return kernels::SoftmaxSequences{device, n, layout.max_len()};
 }
 
 // Padded batches: sequence b's block of probs starts at b·heads·L² (its probs_offset), and for a
@@ -221,11 +254,8 @@ void CudaOps::attention_fwd_by_head(float* ctx, float* probs, const float* qkv, 
     scores.batch = seqs;
     gemm_->run(scores);
   }
-  for (int b = 0; b < seqs; ++b) {
-    kernels::attention_softmax_fwd(probs + b * block, dropped != nullptr ? dropped + b * block : nullptr,
-                                   key_bias + b * L, heads * L, static_cast<int>(L), scale, b * block, site,
-                                   keep_scale, stream_);
-  }
+  const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
+  kernels::attention_softmax_fwd(probs, dropped, key_bias, padded, heads, scale, site, keep_scale, stream_);
   const float* p = dropped != nullptr ? dropped : probs;
   gemm_->stage(p, seqs * block);
   for (int h = 0; h < heads; ++h) {
@@ -297,10 +327,8 @@ void CudaOps::attention_bwd_by_head(float* dqkv, const float* dctx, const float*
     dp.batch = seqs;
     gemm_->run(dp);
   }
-  for (int b = 0; b < seqs; ++b) {
-    kernels::attention_softmax_bwd(dgrad + b * block, probs + b * block, heads * L, static_cast<int>(L), scale,
-                                   b * block, site, keep_scale, stream_);
-  }
+  const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
+  kernels::attention_softmax_bwd(dgrad, probs, padded, heads, scale, site, keep_scale, stream_);
   gemm_->stage(dgrad, seqs * block);  // dS feeds two GEMMs per head: cast once
   for (int h = 0; h < heads; ++h) {
     GemmArgs dq;  // dQ[b, h] = dS[b, h] · K[b, h]

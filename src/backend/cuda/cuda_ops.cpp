@@ -65,7 +65,7 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : de
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   memory_ = std::make_unique<DeviceMemory>(stream_);
   gemm_ = std::make_unique<LtGemm>(precision, *memory_, stream_);
-  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_})
+  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_, &seqs_table_})
     *buffer = std::make_unique<ScratchBuffer>(*memory_, stream_);
   label_status_ = static_cast<int32_t*>(memory_->alloc(4 * sizeof(int32_t)));
   CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_label_status_), 4 * sizeof(int32_t)));
@@ -81,7 +81,7 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : de
 CudaOps::~CudaOps() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   fused_.reset();
-  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_}) buffer->reset();
+  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_, &seqs_table_}) buffer->reset();
   if (host_label_status_ != nullptr) cudaFreeHost(host_label_status_);
   gemm_.reset();
   memory_.reset();

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/fused_attention.h"
 #include "backend/ops.h"
+#include "kernels/attention_softmax.h"
 #include "kernels/reduce.h"
 
 namespace bert {
@@ -96,6 +97,10 @@ class CudaOps final : public Ops {
                              int heads, int head_dim, const DropoutSite& site);
   void attention_bwd_by_head(float* dqkv, const float* dctx, const float* qkv, const float* probs, int seqs,
                              int64_t L, int heads, int head_dim, const DropoutSite& site);
+  // Where the attention softmax finds each sequence: padded batches by arithmetic; packed ones
+  // through a device table of token starts and probs offsets, uploaded when the layout (or
+  // heads) differs from the last one's, so once per batch rather than once per layer.
+  kernels::SoftmaxSequences softmax_sequences(const AttentionLayout& layout, int heads);
 
   void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
   void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
@@ -130,9 +135,10 @@ class CudaOps final : public Ops {
   std::unique_ptr<FusedAttention> fused_;  // null: reference attention
   // Scratch, reused in stream order: reductions' partials, sort buffers, attention blocks,
   // and the segment tables of the multi-tensor kernels.
-  std::unique_ptr<ScratchBuffer> partials_, sort_, attn_a_, attn_b_, table_, sums_;
+  std::unique_ptr<ScratchBuffer> partials_, sort_, attn_a_, attn_b_, table_, sums_, seqs_table_;
   std::vector<int64_t> host_table_;  // [3 · segs + 1] chunk_start | offset | size
   std::vector<float> host_values_;   // [segs]
+  std::vector<int64_t> host_seqs_;   // the device seqs_table_'s contents (softmax_sequences)
   // softmax_xent's label check, kept on the device: the kernel counts labels >= V into
   // label_status_ [4] (count, first row, its label, V), an async copy brings it to pinned host
   // memory, and check_labels() reads it whenever the host waits for the stream anyway.
