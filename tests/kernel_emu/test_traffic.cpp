@@ -100,6 +100,19 @@ class EmulatorTrafficOps final : public Ops {
   void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override {
     count("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
   }
+  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                   const float* residual, const float* g, const float* b, int64_t M, int N, float eps,
+                                   const DropoutSite& site) override {
+    count("residual_layernorm_fwd",
+          [&] { inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, g, b, M, N, eps, site); });
+  }
+  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dg, float* db, const float* dout,
+                                   const float* res, const float* mean, const float* rstd, const float* g, int64_t M,
+                                   int N, const DropoutSite& site) override {
+    count("residual_layernorm_bwd", [&] {
+      inner_->residual_layernorm_bwd(d_in, d_residual, dg, db, dout, res, mean, rstd, g, M, N, site);
+    });
+  }
   void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* kb, const AttentionLayout& layout,
                           int heads, int head_dim, const DropoutSite& site) override {
     count("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, kb, layout, heads, head_dim, site); });
