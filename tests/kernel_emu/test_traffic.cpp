@@ -5,7 +5,8 @@
 // emu_kernels_counted) to each Ops call. Per op, the model's device bytes must match the
 // emulator's within kByteTolerance, its launches and host waits exactly; its GEMM FLOPs must
 // equal the analytic count (3 x forward: 2mnk per dense layer, QK^T and PV, the heads). Also:
-// softmax_xent makes no host round trip (no stream wait, no label copy).
+// softmax_xent makes no host round trip (no stream wait, no label copy). The fused residual
+// blocks (residual_layernorm_fwd/bwd) are among the ops compared.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -248,6 +249,9 @@ TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnBertTiny) {
     if (k.kind != "sort") t.bytes += k.read_bytes + k.write_bytes;
   }
   ASSERT_EQ(predicted.size(), emulator->per_op().size());
+  // The encoder's residual blocks run fused (2 per layer each way); no residual copy is left.
+  ASSERT_TRUE(emulator->per_op().count("residual_layernorm_fwd") && emulator->per_op().count("residual_layernorm_bwd"));
+  EXPECT_EQ(emulator->per_op().count("copy"), 0u);
   double total_model = 0, total_emulator = 0;
   for (const auto& [op, measured] : emulator->per_op()) {
     ASSERT_TRUE(predicted.count(op)) << op;
