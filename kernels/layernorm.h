@@ -1,5 +1,5 @@
 // Launchers of kernels/layernorm.cu: LayerNorm forward and backward (fixed-order parameter
-// gradients).
+// gradients), and the residual block (dropout + residual add + LayerNorm) fused each way.
 // Each enqueues its kernels on `stream`, checks the launch and returns without synchronising;
 // pointers are device memory, shapes follow src/backend/ops.h.
 #pragma once
@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "core/op_params.h"
 
 namespace bert::kernels {
 
@@ -23,5 +25,23 @@ int layernorm_param_chunks(int64_t M);
 void layernorm_bwd_params(float* dgamma, float* dbeta, const float* dout, const float* in,
                           const float* mean, const float* rstd, int64_t M, int N,
                           double* partials, cudaStream_t stream);
+
+// Rows per chunk of residual_layernorm_bwd's parameter-gradient partials.
+constexpr int64_t kResidualLayerNormRowsPerChunk = 32;
+// res = dropout(in) + residual (element i of the row-major [M,N] uses Philox index i;
+// keep_scale = 1/(1-p)), out = LayerNorm(res) with mean/rstd saved. N ≤ 16384.
+void residual_layernorm_fwd(float* out, float* res, float* mean, float* rstd, const float* in,
+                            const float* residual, const float* gamma, const float* beta, int64_t M,
+                            int N, float eps, const DropoutSite& site, float keep_scale,
+                            cudaStream_t stream);
+// Number of row chunks (and [chunks, 2N] double partials) residual_layernorm_bwd uses.
+int residual_layernorm_chunks(int64_t M);
+// d_residual = LayerNorm backward of dout (may alias dout), d_in = d_residual ⊙ mask ·
+// keep_scale; dgamma += Σ_rows dout ⊙ x̂, dbeta += Σ_rows dout, in a fixed order.
+void residual_layernorm_bwd(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                            const float* dout, const float* res, const float* mean,
+                            const float* rstd, const float* gamma, int64_t M, int N,
+                            const DropoutSite& site, float keep_scale, double* partials,
+                            cudaStream_t stream);
 
 }  // namespace bert::kernels

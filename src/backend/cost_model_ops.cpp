@@ -18,6 +18,7 @@ namespace bert {
 namespace {
 
 constexpr int64_t kRowsPerChunk = 64;      // kernels/reduce.cu, kernels/layernorm.cu
+constexpr int64_t kResidualRowsPerChunk = 32;  // kernels/layernorm.h (residual_layernorm_bwd)
 constexpr int64_t kSegmentChunk = 16384;   // kernels/reduce.h (multi-tensor chunks)
 constexpr size_t kLabelStatusBytes = 16;   // softmax_xent's device label check (cuda_ops.h)
 constexpr size_t kShadowedUploadBytes = size_t{4} << 20;  // int uploads remembered for row counts
@@ -404,6 +405,30 @@ void CostModelOps::dropout_residual_fwd_impl(float* out, const float* in, const 
 void CostModelOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
   if (inner_) inner_->dropout_bwd(din, dout, n, site);
   if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4);
+}
+
+void CostModelOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                               const float* residual, const float* gamma, const float* beta, int64_t M,
+                                               int N, float eps, const DropoutSite& site) {
+  if (inner_) inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
+  if (M == 0) return;
+  const double m = static_cast<double>(M), n = N;
+  // Reads in, residual, gamma, beta; writes res, out, mean, rstd.
+  add("residual_layernorm_fwd", "layernorm", 12 * m * n, 8 * m * n + 8 * n, 8 * m * n + 8 * m);
+}
+
+void CostModelOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                                               const float* dout, const float* res, const float* mean,
+                                               const float* rstd, const float* gamma, int64_t M, int N,
+                                               const DropoutSite& site) {
+  if (inner_) inner_->residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
+  if (M == 0) return;
+  const double m = static_cast<double>(M), n = N;
+  const double chunks = static_cast<double>((M + kResidualRowsPerChunk - 1) / kResidualRowsPerChunk);
+  // Reads dout, res, mean, rstd, gamma; writes d_in, d_residual and the [chunks, 2N] double partials,
+  // which the second kernel sums into dgamma, dbeta.
+  add("residual_layernorm_bwd", "layernorm", 18 * m * n, 8 * m * n + 8 * m + 4 * n, 8 * m * n + 16 * chunks * n);
+  add("residual_layernorm_bwd", "layernorm", 2 * chunks * n, 16 * chunks * n + 8 * n, 8 * n);
 }
 
 // ---- attention (the reference path: head-batched GEMMs around one softmax launch per call) -----

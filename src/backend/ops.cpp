@@ -106,6 +106,25 @@ void Ops::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSit
   dropout_bwd_impl(din, dout, n, site);
 }
 
+void Ops::residual_layernorm_fwd(float* out, float* res, float* mean, float* rstd, const float* in,
+                                 const float* residual, const float* gamma, const float* beta, int64_t M, int N,
+                                 float eps, const DropoutSite& site) {
+  check_rows_shape("residual_layernorm_fwd", M, N);
+  BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "residual_layernorm_fwd: eps ", eps, " is negative");
+  check_dropout_site("residual_layernorm_fwd", site);
+  residual_layernorm_fwd_impl(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
+}
+
+void Ops::residual_layernorm_bwd(float* d_in, float* d_residual, float* dgamma, float* dbeta, const float* dout,
+                                 const float* res, const float* mean, const float* rstd, const float* gamma,
+                                 int64_t M, int N, const DropoutSite& site) {
+  check_rows_shape("residual_layernorm_bwd", M, N);
+  check_dropout_site("residual_layernorm_bwd", site);
+  BERT_CHECK(M == 0 || (d_in != d_residual && d_in != dout), Code::invalid_argument,
+             "residual_layernorm_bwd: d_in may not alias d_residual or dout");
+  residual_layernorm_bwd_impl(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
+}
+
 void Ops::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   check_attention_args("attention_fwd", layout, heads, head_dim, site);

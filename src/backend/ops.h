@@ -103,6 +103,22 @@ class Ops {
                             int64_t n, const DropoutSite& site);
   // din = dout ⊙ mask / (1 - p) for the mask of `site`; din may alias dout.
   void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site);
+  // A post-LN residual block in one pass per row: res = dropout(in) + residual (the mask of
+  // `site`, the same Philox stream as dropout_residual_fwd), out = LayerNorm(res) as
+  // layernorm_fwd; in, residual, res, out [M,N], mean, rstd [M]. res, mean and rstd are what the
+  // backward reads: with them it reads two [M,N] tensors (dout, res) and writes two (d_in,
+  // d_residual); the mask is drawn again from `site`, not stored. (Recovering x̂ from out as
+  // (out - beta) / gamma would save the res write but divides by gamma and changes the bits.)
+  void residual_layernorm_fwd(float* out, float* res, float* mean, float* rstd, const float* in,
+                              const float* residual, const float* gamma, const float* beta,
+                              int64_t M, int N, float eps, const DropoutSite& site);
+  // Its backward: d_res = LayerNorm backward of dout; d_residual = d_res (overwritten; may alias
+  // dout), d_in = d_res ⊙ mask / (1 - p) (overwritten; aliases neither); dgamma, dbeta [N]
+  // accumulate (+=), reduced in a fixed order of row chunks.
+  void residual_layernorm_bwd(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                              const float* dout, const float* res, const float* mean,
+                              const float* rstd, const float* gamma, int64_t M, int N,
+                              const DropoutSite& site);
 
   // ---- attention ----------------------------------------------------------------------
   // qkv [T, 3H] holds Q | K | V for each token (head h uses columns h*D..h*D+D-1 of each).
@@ -174,6 +190,13 @@ class Ops {
   virtual void dropout_residual_fwd_impl(float* out, const float* in, const float* residual,
                                          int64_t n, const DropoutSite& site) = 0;
   virtual void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) = 0;
+  virtual void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                          const float* residual, const float* gamma, const float* beta,
+                                          int64_t M, int N, float eps, const DropoutSite& site) = 0;
+  virtual void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                                          const float* dout, const float* res, const float* mean,
+                                          const float* rstd, const float* gamma, int64_t M, int N,
+                                          const DropoutSite& site) = 0;
   virtual void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
                                   const AttentionLayout& layout, int heads, int head_dim,
                                   const DropoutSite& site) = 0;

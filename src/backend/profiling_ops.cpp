@@ -71,6 +71,20 @@ void ProfilingOps::dropout_residual_fwd_impl(float* out, const float* in, const 
 void ProfilingOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
   timed("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
 }
+void ProfilingOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                               const float* residual, const float* gamma, const float* beta, int64_t M,
+                                               int N, float eps, const DropoutSite& site) {
+  timed("residual_layernorm_fwd",
+        [&] { inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site); });
+}
+void ProfilingOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                                               const float* dout, const float* res, const float* mean,
+                                               const float* rstd, const float* gamma, int64_t M, int N,
+                                               const DropoutSite& site) {
+  timed("residual_layernorm_bwd", [&] {
+    inner_->residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
+  });
+}
 void ProfilingOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   timed("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site); });

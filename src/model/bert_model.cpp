@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -272,12 +273,12 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
     ops_.attention_fwd(a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
                        site(drop, 4 * l + 1, c.attention_probs_dropout_prob));
     ops_.linear_fwd(scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none);
-    ops_.dropout_residual_fwd(a.res1, scratch_th_, h, T * H, site(drop, 4 * l + 2, p_hidden));
-    ops_.layernorm_fwd(a.h1, a.mean1, a.rstd1, a.res1, W + L.attn_ln_g, W + L.attn_ln_b, T, H, eps);
+    ops_.residual_layernorm_fwd(a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h, W + L.attn_ln_g, W + L.attn_ln_b, T,
+                                H, eps, site(drop, 4 * l + 2, p_hidden));
     ops_.linear_fwd(a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, act);
     ops_.linear_fwd(scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, T, I, H, Activation::none);
-    ops_.dropout_residual_fwd(a.res2, scratch_th_, a.h1, T * H, site(drop, 4 * l + 3, p_hidden));
-    ops_.layernorm_fwd(a.out, a.mean2, a.rstd2, a.res2, W + L.out_ln_g, W + L.out_ln_b, T, H, eps);
+    ops_.residual_layernorm_fwd(a.out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, T,
+                                H, eps, site(drop, 4 * l + 3, p_hidden));
     h = a.out;
   }
   check_abort(abort);
@@ -347,39 +348,41 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   }
 
   // ---- backward: encoder, last layer first --------------------------------------------
-  // g0_ = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit.
+  // dh = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit; each layer
+  // builds its input gradient in dh_next (first the residual path, then += the QKV path).
+  float* dh = g0_;
+  float* dh_next = g1_;
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     check_abort(abort);
     const LayerParams& L = P.layers[l];
     LayerActs& a = acts_[l];
     const float* h_in = l == 0 ? hidden0_ : acts_[l - 1].out;
-    // out = LN(res2), res2 = dropout(out_dense) + h1
-    ops_.layernorm_bwd(g1_, G + L.out_ln_g, G + L.out_ln_b, g0_, a.res2, a.mean2, a.rstd2, W + L.out_ln_g, T, H);
-    ops_.dropout_bwd(g2_, g1_, T * H, site(drop, 4 * l + 3, p_hidden));
+    // out = LN(res2), res2 = dropout(out_dense) + h1: g2_ = d out_dense, dh = d h1 (residual path)
+    ops_.residual_layernorm_bwd(g2_, dh, G + L.out_ln_g, G + L.out_ln_b, dh, a.res2, a.mean2, a.rstd2, W + L.out_ln_g,
+                                T, H, site(drop, 4 * l + 3, p_hidden));
     if (limits_.recompute_gelu) ops_.activation_fwd(a.inter, a.pre, T * I, act);
     ops_.linear_bwd(gi0_, G + L.out_w, G + L.out_b, g2_, a.inter, W + L.out_w, nullptr, nullptr, T, I, H,
                     Activation::none, false);
-    ops_.copy(g0_, g1_, T * H * sizeof(float));  // residual path into h1
-    ops_.linear_bwd(g0_, G + L.inter_w, G + L.inter_b, gi0_, a.h1, W + L.inter_w, a.pre, gi1_, T, H, I, act, true);
-    // h1 = LN(res1), res1 = dropout(attn_dense) + h_in
-    ops_.layernorm_bwd(g1_, G + L.attn_ln_g, G + L.attn_ln_b, g0_, a.res1, a.mean1, a.rstd1, W + L.attn_ln_g, T, H);
-    ops_.dropout_bwd(g2_, g1_, T * H, site(drop, 4 * l + 2, p_hidden));
-    ops_.linear_bwd(g0_, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
+    ops_.linear_bwd(dh, G + L.inter_w, G + L.inter_b, gi0_, a.h1, W + L.inter_w, a.pre, gi1_, T, H, I, act, true);
+    // h1 = LN(res1), res1 = dropout(attn_dense) + h_in: g2_ = d attn_dense, dh_next = d h_in (residual path)
+    ops_.residual_layernorm_bwd(g2_, dh_next, G + L.attn_ln_g, G + L.attn_ln_b, dh, a.res1, a.mean1, a.rstd1,
+                                W + L.attn_ln_g, T, H, site(drop, 4 * l + 2, p_hidden));
+    ops_.linear_bwd(dh, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
                     H, H, Activation::none, false);
     const DropoutSite attn_site = site(drop, 4 * l + 1, c.attention_probs_dropout_prob);
     if (limits_.recompute_attention) {  // the same inputs and dropout site give the same probs
       ops_.attention_fwd(scratch_th_, a.probs, a.qkv, key_bias_, in.layout, A, D, attn_site);
     }
-    ops_.attention_bwd(gqkv_, g0_, a.qkv, a.probs, in.layout, A, D, attn_site);
-    ops_.copy(g0_, g1_, T * H * sizeof(float));  // residual path into h_in
-    ops_.linear_bwd(g0_, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
+    ops_.attention_bwd(gqkv_, dh, a.qkv, a.probs, in.layout, A, D, attn_site);
+    ops_.linear_bwd(dh_next, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
                     Activation::none, true);
+    std::swap(dh, dh_next);
     grads_ready(L.qkv_w);
   }
 
   // ---- backward: embeddings -----------------------------------------------------------
-  ops_.dropout_bwd(g1_, g0_, T * H, site(drop, 0, p_hidden));
-  ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, g1_, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T, H);
+  ops_.dropout_bwd(dh_next, dh, T * H, site(drop, 0, p_hidden));
+  ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, dh_next, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T, H);
   ops_.embedding_bwd(G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H);
   // HF's word embedding has padding_idx = pad_token_id (0): the [PAD] row gets no gradient from
   // the lookup. The per-token heads see padding positions, so their [PAD] row gradient would

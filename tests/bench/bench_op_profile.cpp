@@ -27,6 +27,7 @@ namespace {
 std::string family_of(const std::string& op) {
   static const std::vector<std::pair<std::string, std::string>> prefixes = {
       {"linear_", "dense layers (GEMM)"},   {"attention_", "attention"},
+      {"residual_layernorm_", "residual block (dropout + residual + layernorm)"},
       {"layernorm_", "layernorm"},          {"dropout_", "dropout + residual"},
       {"activation_", "activation"},        {"embedding_", "embeddings"},
       {"softmax_xent", "MLM/NSP loss"},     {"gather_rows", "gather/scatter"},

@@ -322,6 +322,54 @@ TEST_F(CudaVsCpu, LayerNormForwardBackward) {
   }
 }
 
+// The residual block fused each way: N = 13 puts row starts mid Philox group; 4100 and 9000 take
+// two and four column groups per thread. res is exact (the same mask and float add); the rest
+// within LayerNorm's tolerances (fp32 statistics on the GPU, double on the CPU). d_residual is
+// written over dout, as the model calls it.
+TEST_F(CudaVsCpu, ResidualLayerNormForwardBackward) {
+  const struct {
+    int64_t M;
+    int N;
+  } shapes[] = {{70, 13}, {70, 768}, {70, 1000}, {9, 4100}, {5, 9000}};
+  for (const auto& shape : shapes) {
+    for (float p : {0.0f, 0.1f}) {
+      const int64_t M = shape.M;
+      const int N = shape.N;
+      const std::string label = " N=" + std::to_string(N) + " p=" + std::to_string(p);
+      const DropoutSite site{1234, 7, 42, p};
+      std::vector<float> x = randn(M * N, 60);
+      for (auto& v : x) v = 3.0f + 2.0f * v;  // a mean offset exercises the two-pass variance
+      Twin<float> in(*cpu, *gpu, x), residual(*cpu, *gpu, randn(M * N, 61));
+      Twin<float> gamma(*cpu, *gpu, randn(N, 62)), beta(*cpu, *gpu, randn(N, 63));
+      Twin<float> out(*cpu, *gpu, M * N), res(*cpu, *gpu, M * N), mean(*cpu, *gpu, M), rstd(*cpu, *gpu, M);
+      cpu->residual_layernorm_fwd(out.c, res.c, mean.c, rstd.c, in.c, residual.c, gamma.c, beta.c, M, N, 1e-12f, site);
+      gpu->residual_layernorm_fwd(out.g, res.g, mean.g, rstd.g, in.g, residual.g, gamma.g, beta.g, M, N, 1e-12f, site);
+      expect_close(res, kExact, "residual_layernorm_fwd res" + label);
+      expect_close(out, {1e-4, 1e-4}, "residual_layernorm_fwd out" + label);
+      expect_close(mean, kElementwise, "residual_layernorm_fwd mean" + label);
+      expect_close(rstd, {1e-5, 1e-6}, "residual_layernorm_fwd rstd" + label);
+      Twin<float> grad(*cpu, *gpu, randn(M * N, 64)), d_in(*cpu, *gpu, M * N);
+      Twin<float> dgamma(*cpu, *gpu, randn(N, 65)), dbeta(*cpu, *gpu, randn(N, 66));
+      cpu->residual_layernorm_bwd(d_in.c, grad.c, dgamma.c, dbeta.c, grad.c, res.c, mean.c, rstd.c, gamma.c, M, N,
+                                  site);
+      gpu->residual_layernorm_bwd(d_in.g, grad.g, dgamma.g, dbeta.g, grad.g, res.g, mean.g, rstd.g, gamma.g, M, N,
+                                  site);
+      expect_close(grad, {1e-4, 1e-4}, "residual_layernorm_bwd d_residual" + label);
+      expect_close(d_in, {1e-4, 1e-4}, "residual_layernorm_bwd d_in" + label);
+      expect_close(dgamma, {1e-4, 1e-4}, "residual_layernorm_bwd dgamma" + label);
+      expect_close(dbeta, {1e-5, 1e-5}, "residual_layernorm_bwd dbeta" + label);
+    }
+  }
+  const int wide = 16385;  // above the fused kernels' 16384 columns
+  Twin<float> x(*cpu, *gpu, wide);
+  try {
+    gpu->residual_layernorm_fwd(x.g, x.g, x.g, x.g, x.g, x.g, x.g, x.g, 1, wide, 1e-12f, DropoutSite{});
+    FAIL() << "N=16385 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("residual_layernorm_fwd: N=16385 columns"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CudaVsCpu, DropoutMasksMatchTheCpuExactly) {
   const int64_t n = 100003;  // not a multiple of 4: the last Philox group is partial
   const DropoutSite site{1234, 7, 42, 0.1f};
@@ -425,6 +473,7 @@ TEST_F(CudaVsCpu, BackwardReductionsAreBitwiseRepeatable) {
   Twin<float> din(*cpu, *gpu, M * N), dgamma(*cpu, *gpu, N), dbeta(*cpu, *gpu, N);
   Twin<int32_t> rows(*cpu, *gpu, randint(M, 7, 94));
   Twin<float> table(*cpu, *gpu, 7 * N);
+  Twin<float> d_in(*cpu, *gpu, M * N), d_res(*cpu, *gpu, M * N), dgamma2(*cpu, *gpu, N), dbeta2(*cpu, *gpu, N);
   gpu->layernorm_fwd(out.g, mean.g, rstd.g, in.g, gamma.g, beta.g, M, N, 1e-12f);
   std::vector<std::vector<float>> runs;
   for (int run = 0; run < 2; ++run) {
@@ -433,8 +482,12 @@ TEST_F(CudaVsCpu, BackwardReductionsAreBitwiseRepeatable) {
     gpu->fill_zero(table.g, 7 * bytes);
     gpu->layernorm_bwd(din.g, dgamma.g, dbeta.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N);
     gpu->scatter_add_rows(table.g, dout.g, rows.g, M, N);
+    gpu->fill_zero(dgamma2.g, bytes);
+    gpu->fill_zero(dbeta2.g, bytes);
+    gpu->residual_layernorm_bwd(d_in.g, d_res.g, dgamma2.g, dbeta2.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N,
+                                DropoutSite{5, 6, 7, 0.1f});
     std::vector<float> all = dgamma.gpu_values();
-    for (const auto* t : {&dbeta, &table}) {
+    for (const auto* t : {&dbeta, &table, &dgamma2, &dbeta2}) {
       const std::vector<float> v = t->gpu_values();
       all.insert(all.end(), v.begin(), v.end());
     }

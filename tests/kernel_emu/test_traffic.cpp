@@ -5,7 +5,8 @@
 // emu_kernels_counted) to each Ops call. Per op, the model's device bytes must match the
 // emulator's within kByteTolerance, its launches and host waits exactly; its GEMM FLOPs must
 // equal the analytic count (3 x forward: 2mnk per dense layer, QK^T and PV, the heads). Also:
-// softmax_xent makes no host round trip (no stream wait, no label copy).
+// softmax_xent makes no host round trip (no stream wait, no label copy). The fused residual
+// blocks (residual_layernorm_fwd/bwd) are among the ops compared.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,6 +100,19 @@ class EmulatorTrafficOps final : public Ops {
   }
   void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override {
     count("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
+  }
+  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                   const float* residual, const float* g, const float* b, int64_t M, int N, float eps,
+                                   const DropoutSite& site) override {
+    count("residual_layernorm_fwd",
+          [&] { inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, g, b, M, N, eps, site); });
+  }
+  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dg, float* db, const float* dout,
+                                   const float* res, const float* mean, const float* rstd, const float* g, int64_t M,
+                                   int N, const DropoutSite& site) override {
+    count("residual_layernorm_bwd", [&] {
+      inner_->residual_layernorm_bwd(d_in, d_residual, dg, db, dout, res, mean, rstd, g, M, N, site);
+    });
   }
   void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* kb, const AttentionLayout& layout,
                           int heads, int head_dim, const DropoutSite& site) override {
@@ -238,6 +252,9 @@ void expect_cost_model_matches_emulator(bool unpad) {
     if (k.kind != "sort") t.bytes += k.read_bytes + k.write_bytes;
   }
   ASSERT_EQ(predicted.size(), emulator->per_op().size());
+  // The encoder's residual blocks run fused (2 per layer each way); no residual copy is left.
+  ASSERT_TRUE(emulator->per_op().count("residual_layernorm_fwd") && emulator->per_op().count("residual_layernorm_bwd"));
+  EXPECT_EQ(emulator->per_op().count("copy"), 0u);
   double total_model = 0, total_emulator = 0;
   for (const auto& [op, measured] : emulator->per_op()) {
     ASSERT_TRUE(predicted.count(op)) << op;

@@ -1,6 +1,7 @@
 // CPU LayerNorm (forward against a double loop, large-offset rows, backward against finite
 // differences, dgamma/dbeta accumulation) and dropout (Philox mask per element, keep rate,
-// same site → same mask, p = 0 identity, backward consistent with the forward mask, in place).
+// same site → same mask, p = 0 identity, backward consistent with the forward mask, in place);
+// the fused residual block (residual_layernorm_*) against the unfused ops it replaces.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -188,6 +189,108 @@ TEST(CpuDropout, ProbabilityOutsideRangeThrows) {
     EXPECT_NE(std::string(e.what()).find("tensor id 17"), std::string::npos) << e.what();
   }
   EXPECT_THROW(ops->dropout_bwd(x.data(), x.data(), 4, site_with(-0.1f)), Error);
+}
+
+// The residual block's buffers and its unfused reference: dropout_residual_fwd + layernorm_fwd
+// forward, layernorm_bwd + dropout_bwd (d_residual = the LayerNorm input gradient) backward.
+struct ResidualBlock {
+  int64_t m;
+  int n;
+  std::vector<float> in, residual, gamma, beta, dout;
+  std::vector<float> out, res, mean, rstd;        // forward
+  std::vector<float> d_in, d_residual, dgamma, dbeta;  // backward (dgamma, dbeta start non-zero)
+
+  ResidualBlock(int64_t m_, int n_, uint32_t seed)
+      : m(m_), n(n_), in(random_floats(m * n, seed, -2.0f, 2.0f)), residual(random_floats(m * n, seed + 1, -2.0f, 2.0f)),
+        gamma(random_floats(n, seed + 2, 0.5f, 1.5f)), beta(random_floats(n, seed + 3)),
+        dout(random_floats(m * n, seed + 4)), out(m * n), res(m * n), mean(m), rstd(m), d_in(m * n),
+        d_residual(m * n), dgamma(random_floats(n, seed + 5)), dbeta(random_floats(n, seed + 6)) {}
+
+  void fused(Ops& ops, const DropoutSite& site) {
+    ops.residual_layernorm_fwd(out.data(), res.data(), mean.data(), rstd.data(), in.data(), residual.data(),
+                               gamma.data(), beta.data(), m, n, 1e-12f, site);
+    ops.residual_layernorm_bwd(d_in.data(), d_residual.data(), dgamma.data(), dbeta.data(), dout.data(), res.data(),
+                               mean.data(), rstd.data(), gamma.data(), m, n, site);
+  }
+  void unfused(Ops& ops, const DropoutSite& site) {
+    ops.dropout_residual_fwd(res.data(), in.data(), residual.data(), m * n, site);
+    ops.layernorm_fwd(out.data(), mean.data(), rstd.data(), res.data(), gamma.data(), beta.data(), m, n, 1e-12f);
+    ops.layernorm_bwd(d_residual.data(), dgamma.data(), dbeta.data(), dout.data(), res.data(), mean.data(),
+                      rstd.data(), gamma.data(), m, n);
+    ops.dropout_bwd(d_in.data(), d_residual.data(), m * n, site);
+  }
+};
+
+// Shapes: rows that start mid Philox group and mid vectorised block (n = 13, 200), several row
+// chunks and parallel chunks (m = 97, 300), and BERT's 768.
+TEST(CpuResidualLayerNorm, MatchesTheUnfusedOps) {
+  const struct {
+    int64_t m;
+    int n;
+  } shapes[] = {{7, 13}, {97, 200}, {300, 768}};
+  for (const auto& shape : shapes) {
+    for (float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE("m=" + std::to_string(shape.m) + " n=" + std::to_string(shape.n) + " p=" + std::to_string(p));
+      auto ops = make_cpu_ops(2);
+      ResidualBlock fused(shape.m, shape.n, 30), unfused(shape.m, shape.n, 30);
+      fused.fused(*ops, site_with(p));
+      unfused.unfused(*ops, site_with(p));
+      // Bitwise: the same float expressions per element and the same double row statistics.
+      EXPECT_EQ(fused.res, unfused.res);
+      EXPECT_EQ(fused.out, unfused.out);
+      EXPECT_EQ(fused.mean, unfused.mean);
+      EXPECT_EQ(fused.rstd, unfused.rstd);
+      EXPECT_EQ(fused.d_residual, unfused.d_residual);
+      EXPECT_EQ(fused.d_in, unfused.d_in);
+      // dgamma/dbeta: the same double terms summed per row chunk, then over chunks, instead of
+      // over all rows at once, rounded to float: within one float rounding of the unfused.
+      expect_close(fused.dgamma, unfused.dgamma, 1e-6, 1.2e-7, "dgamma");
+      expect_close(fused.dbeta, unfused.dbeta, 1e-6, 1.2e-7, "dbeta");
+    }
+  }
+}
+
+TEST(CpuResidualLayerNorm, DroppedElementsGetNoInputGradient) {
+  auto ops = make_cpu_ops(2);
+  ResidualBlock b(64, 96, 40);
+  const DropoutSite site = site_with(0.25f);
+  b.fused(*ops, site);
+  const float keep_scale = 1.0f / (1.0f - site.p);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < b.m * b.n; ++i) {
+    const bool keep = philox_uniform_at(site.seed, site.step, site.tensor_id, i) >= site.p;
+    dropped += !keep;
+    ASSERT_EQ(b.res[i], (keep ? b.in[i] * keep_scale : 0.0f) + b.residual[i]) << "element " << i;
+    ASSERT_EQ(b.d_in[i], keep ? b.d_residual[i] * keep_scale : 0.0f) << "element " << i;
+  }
+  EXPECT_GT(dropped, 0);
+}
+
+TEST(CpuResidualLayerNorm, ResidualGradientInPlaceOverDout) {
+  auto ops = make_cpu_ops(3);
+  ResidualBlock b(97, 200, 50);
+  b.fused(*ops, site_with(0.1f));
+  // The same starting dgamma, dbeta as b's (seeds 50 + 5, 50 + 6).
+  std::vector<float> grad = b.dout, d_in(b.m * b.n), dgamma = random_floats(b.n, 55), dbeta = random_floats(b.n, 56);
+  ops->residual_layernorm_bwd(d_in.data(), grad.data(), dgamma.data(), dbeta.data(), grad.data(), b.res.data(),
+                              b.mean.data(), b.rstd.data(), b.gamma.data(), b.m, b.n, site_with(0.1f));
+  EXPECT_EQ(grad, b.d_residual);
+  EXPECT_EQ(d_in, b.d_in);
+  EXPECT_EQ(dgamma, b.dgamma);  // each dout element was read before d_residual overwrote it
+  EXPECT_EQ(dbeta, b.dbeta);
+}
+
+TEST(CpuResidualLayerNorm, IndependentOfThreadCount) {
+  std::vector<float> results[2];
+  const int threads[2] = {1, 3};
+  for (int r = 0; r < 2; ++r) {
+    auto ops = make_cpu_ops(threads[r]);
+    ResidualBlock b(300, 200, 60);
+    b.fused(*ops, site_with(0.1f));
+    for (const std::vector<float>* v : {&b.out, &b.res, &b.mean, &b.rstd, &b.d_in, &b.d_residual, &b.dgamma, &b.dbeta})
+      results[r].insert(results[r].end(), v->begin(), v->end());
+  }
+  EXPECT_EQ(results[0], results[1]);
 }
 
 }  // namespace

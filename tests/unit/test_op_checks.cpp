@@ -42,6 +42,14 @@ TEST(OpChecks, MessagesNameTheOpAndTheValue) {
   expect_rejected([&] { ops->attention_bwd(f, f, f, f, layout, 0, 4, DropoutSite{}); }, "attention_bwd: bad heads=0");
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, certain); },
                   "attention_fwd: dropout probability 1");
+  expect_rejected([&] { ops->residual_layernorm_fwd(f, f, f, f, f, f, f, f, 2, 4, -1.0f, DropoutSite{}); },
+                  "residual_layernorm_fwd: eps -1 is negative");
+  expect_rejected([&] { ops->residual_layernorm_fwd(f, f, f, f, f, f, f, f, 2, 4, 1e-5f, certain); },
+                  "residual_layernorm_fwd: dropout probability 1 (tensor id 7)");
+  expect_rejected([&] { ops->residual_layernorm_bwd(f, f, f, f, f, f, f, f, f, 2, 0, DropoutSite{}); },
+                  "residual_layernorm_bwd: bad shape rows=2 H=0");
+  expect_rejected([&] { ops->residual_layernorm_bwd(f + 8, f, f, f, f + 8, f, f, f, f, 2, 4, DropoutSite{}); },
+                  "residual_layernorm_bwd: d_in may not alias d_residual or dout");
   double sum = 0.0;
   expect_rejected([&] { ops->segment_sumsq(&sum, f, {{0, -3, 0.0f}}); },
                   "segment_sumsq: segment 0 has offset 0 and size -3");

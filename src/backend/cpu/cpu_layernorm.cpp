@@ -4,11 +4,17 @@
 // count); the row kernels are compiled for AVX-512, AVX2 and the baseline and
 // picked at run time (target_clones). dgamma/dbeta are reduced over rows in a fixed order per
 // column block, so they do not depend on the thread count either.
+// The residual block (residual_layernorm_*) runs one row at a time: the dropout + residual add
+// (the same Philox uniforms and float expressions as cpu_dropout.cpp) and the normalisation meet
+// while the row is in L1; its backward accumulates dgamma/dbeta in double per fixed chunk of
+// rows, then sums the chunks in order (thread-count independent, as above).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_philox.h"
 #include "core/error.h"
 
 namespace bert {
@@ -66,7 +72,95 @@ void layernorm_columns_bwd(float* dgamma, float* dbeta, const float* dout, const
   }
 }
 
+// Rows per chunk of the residual block's parameter-gradient partials.
+constexpr int64_t kRowsPerChunk = 32;
+
+// res[j] = dropout(in[j]) + residual[j] for the elements [first, first + N) of site's stream,
+// in dropout_residual_fwd's expressions (so its bits).
+void dropout_residual_row(float* res, const float* in, const float* residual, int64_t first, int N,
+                          const DropoutSite& site, float keep_scale) {
+  if (site.p == 0.0f) {
+    for (int j = 0; j < N; ++j) res[j] = in[j] + residual[j];
+    return;
+  }
+  for_each_dropout_uniform(site, first, first + N, [&](int64_t i, float u) {
+    const int64_t j = i - first;
+    const float dropped = u >= site.p ? in[j] * keep_scale : 0.0f;
+    res[j] = dropped + residual[j];
+  });
+}
+
+// d_in[j] = d_res[j] ⊙ mask / (1 - p) for the elements [first, first + N), as dropout_bwd.
+void dropout_row_bwd(float* d_in, const float* d_res, int64_t first, int N, const DropoutSite& site,
+                     float keep_scale) {
+  if (site.p == 0.0f) {
+    std::memcpy(d_in, d_res, static_cast<size_t>(N) * sizeof(float));
+    return;
+  }
+  for_each_dropout_uniform(site, first, first + N, [&](int64_t i, float u) {
+    const int64_t j = i - first;
+    d_in[j] = u >= site.p ? d_res[j] * keep_scale : 0.0f;
+  });
+}
+
+// layernorm_row_bwd's dx into d_res (which may alias dy), and acc_gamma[j] += dy ⊙ x̂,
+// acc_beta[j] += dy on the way (each dy is read before d_res overwrites it).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void residual_layernorm_row_bwd(float* d_res, double* acc_gamma, double* acc_beta, const float* dy, const float* x,
+                                double mu, double rs, const float* gamma, int N) {
+  const double sum_g = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j]; });
+  const double sum_gx = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j] * ((x[j] - mu) * rs); });
+  const double mean_g = sum_g / N, mean_gx = sum_gx / N;
+  for (int j = 0; j < N; ++j) {
+    const float dyj = dy[j];
+    const double g = static_cast<double>(dyj) * gamma[j];
+    const double xhat = (x[j] - mu) * rs;
+    acc_gamma[j] += dyj * xhat;
+    acc_beta[j] += dyj;
+    d_res[j] = static_cast<float>(rs * (g - mean_g - xhat * mean_gx));
+  }
+}
+
 }  // namespace
+
+void CpuOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                         const float* residual, const float* gamma, const float* beta, int64_t M,
+                                         int N, float eps, const DropoutSite& site) {
+  const float keep_scale = dropout_keep_scale(site);
+#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
+  for (int64_t i = 0; i < M; ++i) {
+    dropout_residual_row(res + i * N, in + i * N, residual + i * N, i * N, N, site, keep_scale);
+    layernorm_row_fwd(out + i * N, mean + i, rstd + i, res + i * N, gamma, beta, N, eps);
+  }
+}
+
+void CpuOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                                         const float* dout, const float* res, const float* mean, const float* rstd,
+                                         const float* gamma, int64_t M, int N, const DropoutSite& site) {
+  const float keep_scale = dropout_keep_scale(site);
+  const int64_t chunks = (M + kRowsPerChunk - 1) / kRowsPerChunk;
+  layernorm_partials_.resize(std::max<size_t>(layernorm_partials_.size(), static_cast<size_t>(chunks) * 2 * N));
+  double* partials = layernorm_partials_.data();  // [chunks][2N]: dgamma part | dbeta part
+#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double* acc = partials + c * 2 * N;
+    std::fill(acc, acc + 2 * N, 0.0);
+    for (int64_t i = c * kRowsPerChunk; i < std::min(M, (c + 1) * kRowsPerChunk); ++i) {
+      residual_layernorm_row_bwd(d_residual + i * N, acc, acc + N, dout + i * N, res + i * N, mean[i], rstd[i], gamma,
+                                 N);
+      dropout_row_bwd(d_in + i * N, d_residual + i * N, i * N, N, site, keep_scale);
+    }
+  }
+  for (int j = 0; j < N; ++j) {
+    double g = 0.0, b = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      g += partials[c * 2 * N + j];
+      b += partials[c * 2 * N + N + j];
+    }
+    dgamma[j] += static_cast<float>(g);
+    dbeta[j] += static_cast<float>(b);
+  }
+}
 
 void CpuOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
                                 const float* gamma, const float* beta, int64_t M, int N, float eps) {

@@ -207,6 +207,23 @@ void CudaOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const D
   kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
 }
 
+void CudaOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                          const float* residual, const float* gamma, const float* beta, int64_t M,
+                                          int N, float eps, const DropoutSite& site) {
+  kernels::residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site,
+                                  1.0f / (1.0f - site.p), stream_);
+}
+
+void CudaOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                                          const float* dout, const float* res, const float* mean,
+                                          const float* rstd, const float* gamma, int64_t M, int N,
+                                          const DropoutSite& site) {
+  if (M == 0) return;
+  const size_t partials = static_cast<size_t>(kernels::residual_layernorm_chunks(M)) * 2 * N;
+  kernels::residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site,
+                                  1.0f / (1.0f - site.p), partials_->get_as<double>(partials), stream_);
+}
+
 // ---- loss -------------------------------------------------------------------------------
 
 void CudaOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,

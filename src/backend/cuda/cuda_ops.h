@@ -84,6 +84,12 @@ class CudaOps final : public Ops {
   void dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
                                  const DropoutSite& site) override;
   void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
+  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+                                   const float* residual, const float* gamma, const float* beta, int64_t M,
+                                   int N, float eps, const DropoutSite& site) override;
+  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+                                   const float* dout, const float* res, const float* mean, const float* rstd,
+                                   const float* gamma, int64_t M, int N, const DropoutSite& site) override;
 
   void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
                           const AttentionLayout& layout, int heads, int head_dim,
