@@ -276,7 +276,9 @@ void expect_cost_model_matches_emulator(bool unpad) {
 
   // Tokens, sequence lengths and masked rows as the model reads the batch.
   const ModelInputs in = build_model_inputs(v, config.model, config.task, B, S, P, config.data.unpad, true);
-  if (unpad) ASSERT_EQ(in.layout.uniform_length(), 0) << "the batch should have sequences of several lengths";
+  if (unpad) {
+    ASSERT_EQ(in.layout.uniform_length(), 0) << "the batch should have sequences of several lengths";
+  }
   const StepPrediction step = predict_step(model->kernels(), device_model("h100"), false);
   const double analytic = analytic_gemm_flops(config.model, in);
   std::printf("GEMM FLOPs: model %.6e analytic %.6e\n", step.gemm_flops, analytic);

@@ -69,7 +69,9 @@ void expect_tiling(const Record& r, float* grads, int64_t total, int64_t bucket_
   for (size_t i = 0; i < r.sums.size(); ++i) {
     const StartedSum& s = r.sums[i];
     EXPECT_EQ(s.data + s.n, grads + top) << "bucket " << i << " does not continue the previous one";
-    if (s.data != grads) EXPECT_GE(s.n, bucket_elems) << "bucket " << i;
+    if (s.data != grads) {
+      EXPECT_GE(s.n, bucket_elems) << "bucket " << i;
+    }
     top -= s.n;
   }
   EXPECT_EQ(top, 0) << "the buckets do not cover the buffer";
