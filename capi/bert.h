@@ -192,6 +192,19 @@ typedef struct bert_step_result {
   double tokens_per_second;  /* non-padding tokens per second */
 } bert_step_result;
 
+/* bert_eval's result. Pretraining sessions fill the mlm_* and nsp_* fields (the task_* fields
+ * 0); fine-tuning sessions fill sequences and the task_* fields (the others 0), with the loss as Hugging Face's model computes it over the whole batch:
+ *   - sequence_classification: mean cross-entropy, accuracy of the argmax class; regression
+ *     (num_labels == 1): task_loss is the mean squared error and task_accuracy is NaN;
+ *   - question_answering: (start cross-entropy + end cross-entropy) / 2, each the mean over the
+ *     sequences whose position is inside the sequence (positions clamped to [0, S], S left out;
+ *     NaN when none is); task_accuracy: the fraction of sequences whose argmax start AND argmax
+ *     end equal the labels;
+ *   - token_classification: mean cross-entropy and accuracy over the labelled tokens (label >= 0;
+ *     -100 and other negatives are left out, as Hugging Face's ignore index); task_count counts
+ *     them (NaN loss and accuracy when there are none).
+ * The task_* fields were added in ABI 1 after mlm/nsp: a bert_eval_result whose struct_size
+ * ends before them still works for pretraining sessions; fine-tuning sessions refuse it. */
 typedef struct bert_eval_result {
   size_t struct_size;
   double mlm_accuracy;   /* fraction of masked tokens predicted exactly */
@@ -200,6 +213,9 @@ typedef struct bert_eval_result {
   double nsp_loss;
   int64_t sequences;
   int64_t masked_tokens;
+  double task_loss;      /* fine-tuning head's mean loss (see above) */
+  double task_accuracy;  /* NaN for regression */
+  int64_t task_count;    /* sequences, or labelled tokens for token_classification */
 } bert_eval_result;
 
 BERT_API void bert_batch_init(bert_batch* batch);
@@ -254,7 +270,10 @@ BERT_API bert_status bert_step(bert_session* session, const bert_batch* batch,
  * evaluation set: every sequence of the shards in data.eval_dir (or the first data.eval_samples
  * of them, in file-name order), or data.eval_batches synthetic batches. The set is cut into
  * micro-batches of train.micro_batch that are dealt to the ranks and summed, so the result is
- * the same for any number of ranks; with batch == NULL the call is COLLECTIVE. */
+ * the same for any number of ranks; with batch == NULL the call is COLLECTIVE.
+ * A fine-tuning session ("task") evaluates a labelled batch (the labels its training reads; any
+ * batch_size, cut into micro-batches) on this rank: batch == NULL is BERT_ERR_INVALID_ARGUMENT
+ * (evaluation sets hold pretraining shards), as is a batch without its labels. */
 BERT_API bert_status bert_eval(bert_session* session, const bert_batch* batch,
                                bert_eval_result* result);
 

@@ -79,6 +79,8 @@ void check_struct(size_t struct_size, size_t minimum, const char* what) {
 
 // The first release's bert_batch ended after next_sentence_labels; its hosts still work.
 constexpr size_t kBatchSizeV1 = offsetof(bert_batch, labels);
+// bert_eval_result before the fine-tuning fields (task_loss ...).
+constexpr size_t kEvalResultSizeV1 = offsetof(bert_eval_result, task_loss);
 
 bert::BatchView view_of(const bert_batch* b) {
   check_struct(b->struct_size, kBatchSizeV1, "bert_batch");
@@ -307,7 +309,13 @@ bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_
   return guard([&] {
     bert::Session& s = session_of(session);
     require(result, "result");
-    check_struct(result->struct_size, sizeof(bert_eval_result), "bert_eval_result");
+    const bool with_task = result->struct_size >= sizeof(bert_eval_result);
+    if (s.config().task.pretraining()) {
+      check_struct(result->struct_size, kEvalResultSizeV1, "bert_eval_result");
+    } else if (!with_task) {
+      bert::fail(bert::Code::invalid_argument, "bert_eval_result.struct_size = ", result->struct_size,
+                 " ends before task_loss, which a ", s.config().task.name(), " session fills (call bert_eval_result_init)");
+    }
     bert::BatchView view;
     if (batch) view = view_of(batch);
     bert::EvalStats e = s.eval(batch ? &view : nullptr);
@@ -317,6 +325,11 @@ bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_
     result->nsp_loss = e.nsp_loss;
     result->sequences = e.sequences;
     result->masked_tokens = e.masked_tokens;
+    if (with_task) {
+      result->task_loss = e.task_loss;
+      result->task_accuracy = e.task_accuracy;
+      result->task_count = e.task_count;
+    }
   });
 }
 

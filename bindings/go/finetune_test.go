@@ -14,8 +14,9 @@ const tinyClassifier = `{"model": {"vocab_size": 100, "hidden_size": 32, "num_hi
  "train": {"micro_batch": 16, "steps": 40, "lr": 0.003, "optimizer": "adamw", "warmup_proportion": 0.1, "threads": 1%s},
  "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}%s}`
 
-// A classifier learns whether token 7 sits at position 2, then an inference session loaded
-// from its checkpoint returns the same logits as a slice of BatchSize*2 floats.
+// A classifier learns whether token 7 sits at position 2 (Eval: accuracy 1), then an inference
+// session loaded from its checkpoint returns the same logits as a slice of BatchSize*2 floats
+// and evaluates the same.
 func TestFineTuneAndInfer(t *testing.T) {
 	ctx := context.Background()
 	s, err := NewSession(strings.Replace(strings.Replace(tinyClassifier, "%s", "", 1), "%s", "", 1))
@@ -56,6 +57,10 @@ func TestFineTuneAndInfer(t *testing.T) {
 			t.Fatalf("sequence %d: logits %v, label %d", i, logits[2*i:2*i+2], b.Labels[i])
 		}
 	}
+	ev, err := s.Eval(ctx, b)
+	if err != nil || ev.TaskAccuracy != 1 || ev.TaskLoss > 0.1 || ev.TaskCount != 16 || ev.Sequences != 16 {
+		t.Fatalf("Eval: %+v, %v", ev, err)
+	}
 	hidden, err := s.Infer(ctx, b, OutputHidden)
 	if err != nil || len(hidden) != 16*32*32 {
 		t.Fatalf("hidden: %d floats, %v", len(hidden), err)
@@ -80,8 +85,15 @@ func TestFineTuneAndInfer(t *testing.T) {
 			t.Fatalf("inference session logit %d = %v, training session %v", i, again[i], logits[i])
 		}
 	}
-	_, err = inf.Step(ctx, b)
+	if again, err := inf.Eval(ctx, b); err != nil || again != ev {
+		t.Fatalf("inference session Eval: %+v, %v; training session %+v", again, err, ev)
+	}
 	var e *Error
+	_, err = inf.Eval(ctx, nil)
+	if !errors.As(err, &e) || e.Status != ErrInvalidArgument || !strings.Contains(e.Message, "needs a labelled batch") {
+		t.Fatalf("Eval without a batch: %v", err)
+	}
+	_, err = inf.Step(ctx, b)
 	if !errors.As(err, &e) || e.Status != ErrUnsupported || !strings.Contains(e.Message, "inference") {
 		t.Fatalf("Step on an inference session: %v", err)
 	}

@@ -78,10 +78,15 @@ type StepResult struct {
 	TokensPerSecond    float64
 }
 
-// EvalResult is bert_eval_result.
+// EvalResult is bert_eval_result: masked-LM and next-sentence metrics (pretraining sessions), or
+// the fine-tuning head's loss and accuracy over TaskCount sequences or labelled tokens (task
+// sessions; accuracy NaN for regression, whose loss is the MSE). Fields of the other kind of
+// session are 0.
 type EvalResult struct {
 	MLMAccuracy, MLMLoss, NSPAccuracy, NSPLoss float64
 	Sequences, MaskedTokens                    int64
+	TaskLoss, TaskAccuracy                     float64
+	TaskCount                                  int64
 }
 
 // ReduceOp is the reduction of AllreduceHost.
@@ -307,7 +312,8 @@ func (s *Session) OptimizerStep(ctx context.Context) (StepResult, error) {
 	return stepResult(r), nil
 }
 
-// Eval evaluates without dropout or gradients on batch, or (nil) on the configured eval data.
+// Eval evaluates without dropout or gradients on batch, or (nil) on the configured eval data
+// (a task session: a batch with its labels, required).
 func (s *Session) Eval(ctx context.Context, batch *Batch) (EvalResult, error) {
 	cb, err := batch.toC()
 	if err != nil {
@@ -321,7 +327,8 @@ func (s *Session) Eval(ctx context.Context, batch *Batch) (EvalResult, error) {
 		return EvalResult{}, err
 	}
 	return EvalResult{MLMAccuracy: r.GetMlm_accuracy(), MLMLoss: r.GetMlm_loss(), NSPAccuracy: r.GetNsp_accuracy(),
-		NSPLoss: r.GetNsp_loss(), Sequences: r.GetSequences(), MaskedTokens: r.GetMasked_tokens()}, nil
+		NSPLoss: r.GetNsp_loss(), Sequences: r.GetSequences(), MaskedTokens: r.GetMasked_tokens(),
+		TaskLoss: r.GetTask_loss(), TaskAccuracy: r.GetTask_accuracy(), TaskCount: r.GetTask_count()}, nil
 }
 
 // Output selects what Infer returns (bert_output).

@@ -500,10 +500,14 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       }
       if (!in.has_labels) return stats;
       std::vector<int32_t> end_hits;
-      const double start_loss = cross_entropy(start, head_labels_, in.task_labels.data(), B, S, 0.5f, hits).loss;
-      const double end_loss = cross_entropy(end, head_labels_ + B, in.task_labels.data() + B, B, S, 0.5f, end_hits).loss;
-      stats.task_loss_sum = (start_loss + end_loss) / 2 * B;
+      const CrossEntropy start_ce = cross_entropy(start, head_labels_, in.task_labels.data(), B, S, 0.5f, hits);
+      const CrossEntropy end_ce = cross_entropy(end, head_labels_ + B, in.task_labels.data() + B, B, S, 0.5f, end_hits);
+      stats.task_loss_sum = (start_ce.loss + end_ce.loss) / 2 * B;
       stats.task_count = B;
+      stats.start_loss_sum = start_ce.loss * start_ce.count;
+      stats.start_count = start_ce.count;
+      stats.end_loss_sum = end_ce.loss * end_ce.count;
+      stats.end_count = end_ce.count;
       for (int b = 0; b < B; ++b) {
         stats.task_correct += in.task_labels[b] >= 0 && in.task_labels[B + b] >= 0 && hits[b] && end_hits[b];
       }

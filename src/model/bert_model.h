@@ -40,6 +40,10 @@ struct ForwardStats {
   // task_correct counts argmax hits (QA: sequences whose start and end are both right).
   double task_loss_sum = 0;
   int64_t task_count = 0, task_correct = 0;
+  // Question answering: the start and the end cross-entropy, each summed over the sequences whose
+  // position is inside the sequence, and those counts (HF's loss: the mean of the two means).
+  double start_loss_sum = 0, end_loss_sum = 0;
+  int64_t start_count = 0, end_count = 0;
   double mlm_loss() const { return mlm_count ? mlm_loss_sum / mlm_count : 0.0; }
   double nsp_loss() const { return nsp_count ? nsp_loss_sum / nsp_count : 0.0; }
   double task_loss() const { return task_count ? task_loss_sum / task_count : 0.0; }

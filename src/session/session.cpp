@@ -451,8 +451,9 @@ void Session::run_step_micro_batches(const BatchView* batch) {
 
 EvalStats Session::eval(const BatchView* batch) {
   if (!config_.task.pretraining()) {
-    fail(Code::unsupported, "bert_eval measures the pretraining heads; a ", config_.task.name(),
-         " session is evaluated with bert_infer (logits) and the task's metric");
+    BERT_CHECK(batch, Code::invalid_argument, "bert_eval on a ", config_.task.name(),
+               " session needs a labelled batch: it has no evaluation set (data.eval_dir holds pretraining shards)");
+    return eval_task(*batch);
   }
   return abortable([&] {
     auto run_one = [&](const BatchView& b, ForwardStats& total) {
@@ -482,6 +483,43 @@ EvalStats Session::eval(const BatchView* batch) {
     e.nsp_loss = total.nsp_loss();
     e.mlm_accuracy = total.mlm_count ? static_cast<double>(total.mlm_correct) / total.mlm_count : 0.0;
     e.nsp_accuracy = total.nsp_count ? static_cast<double>(total.nsp_correct) / total.nsp_count : 0.0;
+    return e;
+  });
+}
+
+// A labelled batch through the fine-tuning head without dropout, in micro-batches; sums and
+// counts added over them, so the loss is the whole batch's as Hugging Face computes it.
+EvalStats Session::eval_task(const BatchView& batch) {
+  return abortable([&] {
+    BERT_CHECK(batch.batch_size > 0, Code::invalid_argument, "batch_size must be positive, got ", batch.batch_size);
+    const int micro = config_.train.micro_batch;
+    std::vector<ModelInputs> parts;  // every micro-batch's labels checked before any runs
+    for (int begin = 0; begin < batch.batch_size; begin += micro) {
+      parts.push_back(inputs(slice(batch, begin, std::min(micro, batch.batch_size - begin), config_.task.per_token())));
+    }
+    ForwardStats total;
+    for (const ModelInputs& in : parts) {
+      const ForwardStats f = model_->run(in, DropoutStream{}, nullptr, &abort_);
+      total.task_loss_sum += f.task_loss_sum;
+      total.task_count += f.task_count;
+      total.task_correct += f.task_correct;
+      total.start_loss_sum += f.start_loss_sum;
+      total.start_count += f.start_count;
+      total.end_loss_sum += f.end_loss_sum;
+      total.end_count += f.end_count;
+    }
+    // Plain double division: no labelled token (or position) gives NaN, as in Hugging Face.
+    auto mean = [](double sum, int64_t count) { return sum / static_cast<double>(count); };
+    EvalStats e;
+    e.sequences = batch.batch_size;
+    e.task_count = total.task_count;
+    if (config_.task.type == TaskType::question_answering) {
+      e.task_loss = (mean(total.start_loss_sum, total.start_count) + mean(total.end_loss_sum, total.end_count)) / 2;
+    } else {
+      e.task_loss = mean(total.task_loss_sum, total.task_count);
+    }
+    e.task_accuracy =
+        config_.task.regression() ? std::nan("") : mean(static_cast<double>(total.task_correct), total.task_count);
     return e;
   });
 }

@@ -41,6 +41,11 @@ struct StepStats {
 struct EvalStats {
   double mlm_accuracy = 0, mlm_loss = 0, nsp_accuracy = 0, nsp_loss = 0;
   int64_t sequences = 0, masked_tokens = 0;
+  // Fine-tuning sessions: the head's loss as Hugging Face computes it over the whole batch, and
+  // its accuracy (NaN for regression) over task_count sequences (labelled tokens: token
+  // classification). 0 for pretraining sessions.
+  double task_loss = 0, task_accuracy = 0;
+  int64_t task_count = 0;
 };
 
 // Benchmarks' hook: receives the backend the config selects and returns the one the session
@@ -114,6 +119,7 @@ class Session {
   void download_moment(float* moment, std::vector<float>& host);
   void measure_token_imbalance();
   ForwardStats eval_whole_set();
+  EvalStats eval_task(const BatchView& batch);
   template <typename F>
   auto abortable(F&& body) -> decltype(body());
 

@@ -116,6 +116,7 @@ SquadFile read_squad_file(const std::string& path, bool training) {
   const json& data = top.get(f.json, "data", Kind::list);
   f.v2 = f.json.contains("version") && f.json["version"] == "v2.0";
   std::set<std::string> ids;
+  bool has_empty_answers = false;  // an answerable question with "answers": [] (no v1.1 EM/F1 then)
   for (size_t a = 0; a < data.size(); ++a) {
     const Place article = top.at("data", a);
     if (!data[a].is_object()) article.error("", "must be an object");
@@ -146,6 +147,7 @@ SquadFile read_squad_file(const std::string& path, bool training) {
           f.has_answers = false;
         } else {
           const json& answers = place.get(qas[q], "answers", Kind::list);
+          if (answers.empty() && !e.is_impossible) has_empty_answers = true;
           for (size_t i = 0; i < answers.size(); ++i) {
             const Place answer = place.at("answers", i);
             if (!answers[i].is_object()) answer.error("", "must be an object");
@@ -178,6 +180,7 @@ SquadFile read_squad_file(const std::string& path, bool training) {
   }
   if (f.examples.empty()) top.error("data", "holds no questions");
   if (f.v2) f.json["version"] = "v2.0";  // scored by evaluate-v2.0's rules
+  if (has_empty_answers && !f.v2) f.has_answers = false;
   if (training) f.json = nullptr;
   return f;
 }

@@ -27,7 +27,7 @@ struct SquadFile {
   std::vector<std::vector<std::string>> paragraph_words;  // each context's whitespace-separated words
   std::vector<SquadExample> examples;                     // every question, in file order
   bool v2 = false;  // "version": "v2.0", or some question is_impossible (json's version set to v2.0 then)
-  bool has_answers = true;             // every question has an "answers" list (EM/F1 can be computed)
+  bool has_answers = true;  // EM/F1 can be computed: every question has an "answers" list, not empty in v1.1
 };
 
 // Reads a SQuAD file; `training` reads each answerable question's first answer (required then),

@@ -149,6 +149,9 @@ nlohmann::json squad_evaluate(const nlohmann::json& dataset, const nlohmann::jso
             if (!v2 || !squad_normalize(text).empty()) golds.push_back(text);
           }
           if (v2 && golds.empty()) golds.push_back("");
+          // evaluate-v1.1 takes the max over the gold answers (an empty list is its ValueError).
+          BERT_CHECK(!golds.empty(), Code::data, "question '", id,
+                     "' has no answers: a v1.1 question needs at least one (v2.0 marks unanswerable ones)");
           ++total;
           if (!predictions.contains(id)) {
             BERT_CHECK(!v2, Code::data, "no prediction for question '", id, "'");

@@ -21,8 +21,8 @@ double squad_f1(const std::string& prediction, const std::string& gold, bool v2)
 // The official scripts' result for a dataset (SQuAD JSON: {"version", "data": [...]}) and
 // predictions ({question id: answer text}): v1.1 {"exact_match", "f1"} (questions without a
 // prediction count 0, as the script does after its message), v2.0 {"exact", "f1", "total",
-// "HasAns_*", "NoAns_*"} (every question needs a prediction). Percentages. Throws
-// Error(data) naming what is malformed.
+// "HasAns_*", "NoAns_*"} (every question needs a prediction; every v1.1 question an answer).
+// Percentages. Throws Error(data) naming what is malformed.
 nlohmann::json squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions);
 
 }  // namespace bert

@@ -1,12 +1,16 @@
 // Fine-tuning and inference through the C ABI: bert_output_size and bert_infer for every head
 // and output, inference-only sessions (no gradient or optimizer memory, training calls refused,
 // the same outputs as a training session on the same weights), bad sizes and batches refused
-// with a message and the buffer untouched, and a sequence classifier that learns its labels.
+// with a message and the buffer untouched, a sequence classifier that learns its labels, and
+// bert_eval on task sessions: its error paths and the smaller bert_eval_result of before the task
+// fields (the values themselves are checked against Hugging Face in tests/oracle/test_task_heads.py).
 #include <bert.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -177,6 +181,100 @@ TEST(Infer, SequenceClassifierLearnsItsLabels) {
   EXPECT_LT(r.loss, 0.05f);
   const std::vector<float> logits = infer(s, b, BERT_OUTPUT_LOGITS);
   for (int i = 0; i < B; ++i) EXPECT_EQ(logits[2 * i + 1] > logits[2 * i], labels[i] == 1) << i;
+  bert_eval_result e;
+  bert_eval_result_init(&e);
+  ASSERT_EQ(bert_eval(s, &b, &e), BERT_OK) << bert_last_error();
+  EXPECT_EQ(e.task_accuracy, 1.0);
+  EXPECT_LT(e.task_loss, 0.05);
+  EXPECT_EQ(e.task_count, B);
+  bert_session_destroy(s);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Infer, EvalOfTaskSessionsNeedsALabelledBatchAndTheTaskFields) {
+  const std::string path = ::testing::TempDir() + "/eval_qa.h5";
+  const int B = 6, S = 16;
+  TestBatch tb(B, S, 0, 100, 5);
+  bert_batch b = tb.view();
+  bert_session* s = create(task_config("question_answering", 2));
+  bert_eval_result r;
+  bert_eval_result_init(&r);
+  EXPECT_EQ(bert_eval(s, nullptr, &r), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(bert_last_error(), "bert_eval on a question_answering session needs a labelled batch"))
+      << bert_last_error();
+  EXPECT_EQ(bert_eval(s, &b, &r), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(bert_last_error(), "'start_positions' and 'end_positions' must not be NULL")) << bert_last_error();
+  EXPECT_EQ(bert_eval(s, &b, nullptr), BERT_ERR_INVALID_ARGUMENT);
+
+  const std::vector<int32_t> starts = {1, 2, 3, 4, 5, 40}, ends = {2, 2, 5, 9, 6, 7};  // 40: clamped to S, left out
+  b.start_positions = starts.data();
+  b.end_positions = ends.data();
+  r.struct_size = offsetof(bert_eval_result, task_loss);  // a host built before the task fields
+  EXPECT_EQ(bert_eval(s, &b, &r), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(bert_last_error(), "ends before task_loss, which a question_answering session fills"))
+      << bert_last_error();
+
+  bert_eval_result_init(&r);
+  ASSERT_EQ(bert_eval(s, &b, &r), BERT_OK) << bert_last_error();  // 6 sequences: micro-batches of 4 and 2
+  EXPECT_TRUE(std::isfinite(r.task_loss) && r.task_loss > 0) << r.task_loss;
+  EXPECT_TRUE(r.task_accuracy >= 0 && r.task_accuracy <= 1) << r.task_accuracy;
+  EXPECT_EQ(r.task_count, B);
+  EXPECT_EQ(r.sequences, B);
+  EXPECT_EQ(r.mlm_loss, 0.0);
+  EXPECT_EQ(r.masked_tokens, 0);
+
+  // An inference session on the same weights evaluates the same.
+  ASSERT_EQ(bert_checkpoint(s, path.c_str()), BERT_OK) << bert_last_error();
+  bert_session* inf = create(task_config("question_answering", 2, R"(, "init_checkpoint": ")" + path + "\"")
+                                 .insert(1, R"("mode": "inference", )"));
+  bert_eval_result ri;
+  bert_eval_result_init(&ri);
+  ASSERT_EQ(bert_eval(inf, &b, &ri), BERT_OK) << bert_last_error();
+  EXPECT_EQ(ri.task_loss, r.task_loss);
+  EXPECT_EQ(ri.task_accuracy, r.task_accuracy);
+  bert_session_destroy(inf);
+  bert_session_destroy(s);
+  std::remove(path.c_str());
+
+  bert_session* token = create(task_config("token_classification", 3));
+  std::vector<int32_t> none(B * S, -100);  // no labelled token: NaN, as Hugging Face's mean over none
+  b = tb.view();
+  b.labels = none.data();
+  bert_eval_result_init(&r);
+  ASSERT_EQ(bert_eval(token, &b, &r), BERT_OK) << bert_last_error();
+  EXPECT_TRUE(std::isnan(r.task_loss) && std::isnan(r.task_accuracy));
+  EXPECT_EQ(r.task_count, 0);
+  bert_session_destroy(token);
+}
+
+TEST(Infer, PretrainingEvalStillTakesTheSmallerResultAndLeavesTheTaskFieldsZero) {
+  bert_session* s = create(R"({"model": {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 1,
+                                         "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64},
+                               "train": {"micro_batch": 4, "threads": 1},
+                               "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}})");
+  TestBatch tb(4, 32, 5, 100, 9);
+  const bert_batch b = tb.view();
+  bert_eval_result r;
+  bert_eval_result_init(&r);
+  r.task_loss = r.task_accuracy = 7;
+  ASSERT_EQ(bert_eval(s, &b, &r), BERT_OK) << bert_last_error();
+  EXPECT_EQ(r.task_loss, 0.0);
+  EXPECT_EQ(r.task_accuracy, 0.0);
+  EXPECT_EQ(r.task_count, 0);
+  EXPECT_GT(r.masked_tokens, 0);
+
+  bert_eval_result old;  // a host built before the task fields: they are not written
+  std::memset(&old, 0x5A, sizeof(old));
+  old.struct_size = offsetof(bert_eval_result, task_loss);
+  ASSERT_EQ(bert_eval(s, &b, &old), BERT_OK) << bert_last_error();
+  EXPECT_EQ(old.mlm_loss, r.mlm_loss);
+  EXPECT_EQ(old.masked_tokens, r.masked_tokens);
+  const auto* tail = reinterpret_cast<const unsigned char*>(&old) + offsetof(bert_eval_result, task_loss);
+  for (size_t i = 0; i < sizeof(old) - offsetof(bert_eval_result, task_loss); ++i) ASSERT_EQ(tail[i], 0x5A) << i;
+  old.struct_size = offsetof(bert_eval_result, masked_tokens);
+  EXPECT_EQ(bert_eval(s, &b, &old), BERT_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(bert_last_error(), "bert_eval_result.struct_size")) << bert_last_error();
   bert_session_destroy(s);
 }
 

@@ -72,6 +72,20 @@ def main():
     put("vocab_tokenizer", "text_only", "Hello, world! Ünïcödé 日本語 \u200b control\x07 chars")
     put("text_reader", "two_documents.txt", "First sentence. Second one? Yes!\nAnother line.\n\n"
                                             "Second document, Dr. Smith said e.g. this.\r\nLast line without end")
+    context = ("Paris is the capital of France. The city played host in 1900, unable to say when. "
+               "Café 中文 who what the a b.")
+    put("squad", "v1.json", json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": [
+            {"id": "q1", "question": "What is the capital of France?", "answers": [{"text": "Paris", "answer_start": 0}]},
+            {"id": "q2", "question": "When did the city play host?", "answers": [{"text": "1900", "answer_start": 56}]}]},
+        {"context": "b a\tb\u202fa", "qas": [{"id": "q3", "question": "b", "answers": []}]}]}]}, ensure_ascii=False))
+    put("squad", "v2.json", json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": [
+            {"id": "p1", "question": "Who played?", "answers": [{"text": "The city", "answer_start": 32}],
+             "is_impossible": False},
+            {"id": "p2", "question": "Who is unable?", "answers": [], "is_impossible": True}]}]}]}))
+    put("squad", "no_answers.json", json.dumps({"data": [{"paragraphs": [
+        {"context": "  played   unable  ", "qas": [{"id": "x", "question": "playing?"}]}]}]}))
     put("text_reader", "blank_lines.txt", "\n\n\nonly\n\n\n \n\t\nlines\n")
 
 

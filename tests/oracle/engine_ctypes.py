@@ -45,7 +45,8 @@ class EvalResult(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("mlm_accuracy", ctypes.c_double),
                 ("mlm_loss", ctypes.c_double), ("nsp_accuracy", ctypes.c_double),
                 ("nsp_loss", ctypes.c_double), ("sequences", ctypes.c_int64),
-                ("masked_tokens", ctypes.c_int64)]
+                ("masked_tokens", ctypes.c_int64), ("task_loss", ctypes.c_double),
+                ("task_accuracy", ctypes.c_double), ("task_count", ctypes.c_int64)]
 
 
 class EngineError(RuntimeError):

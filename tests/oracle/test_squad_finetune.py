@@ -155,3 +155,17 @@ def test_predict_refuses_bad_squad_input_by_name(tmp_path):
                              vocab(tmp_path), "--input", str(tmp_path / "dev.json"), "--output", str(tmp_path / "pred"),
                              "--max-seq-length", "32", "--doc-stride", "30"], capture_output=True, text=True)
     assert result.returncode == 1 and "SQuAD max_seq_length 32 must hold a full question" in result.stderr
+
+    # fuzz_squad's regression-v1-empty-answers.json: a v1.1 question with "answers": [] left the
+    # official scores undefined (evaluate-v1.1 takes a max over no answers) and our evaluation read
+    # past an empty list (UBSan); now the predictions are written without EM/F1.
+    (tmp_path / "dev.json").write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": [
+        {"context": "red alpha red", "qas": [{"id": "e", "question": "red?", "answers": []},
+                                             {"id": "f", "question": "alpha?", "answers": [{"text": "alpha", "answer_start": 4}]}]}]}]}))
+    result = subprocess.run([PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "squad", "--vocab",
+                             vocab(tmp_path), "--input", str(tmp_path / "dev.json"), "--output", str(tmp_path / "pred"),
+                             "--max-seq-length", "32", "--doc-stride", "8", "--max-query-length", "8"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads((tmp_path / "pred" / "predictions.json").read_text())) == {"e", "f"}
+    assert "exact_match" not in result.stdout, result.stdout

@@ -169,3 +169,17 @@ def test_v2_needs_every_prediction(tmp_path):
     result = subprocess.run([EVAL, str(tmp_path / "data.json"), str(tmp_path / "pred.json")], capture_output=True,
                             text=True)
     assert result.returncode == 1 and "no prediction for question 'q2'" in result.stderr
+
+
+def test_v1_question_without_answers_is_named(tmp_path):
+    """fuzz_squad's regression-v1-empty-answers.json: evaluate-v1.1 has no score for a question
+    whose "answers" list is empty (its max over the gold answers fails); ours read past the empty
+    list (UBSan). Now an error naming the question, as for a missing v2.0 prediction."""
+    data = json.loads(open(os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "squad",
+                                        "regression-v1-empty-answers.json")).read())
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    (tmp_path / "pred.json").write_text(json.dumps({"q3": "b"}))
+    result = subprocess.run([EVAL, str(tmp_path / "data.json"), str(tmp_path / "pred.json")], capture_output=True,
+                            text=True)
+    assert result.returncode == 1
+    assert "question 'q3' has no answers: a v1.1 question needs at least one" in result.stderr, result.stderr

@@ -144,6 +144,73 @@ def test_head_loss_gradients_and_logits_equal_hugging_face(task, num_labels):
     assert oh.rel_err(logits.reshape(ref.shape), ref) <= LOGIT_RTOL
 
 
+def with_argmax_labels(task, batch, output):
+    """The batch with some labels set to HF's argmax, so that accuracy is neither 0 nor 1: QA rows
+    0, 2 and 4 get both positions (row 1's start stays outside the sequence, ignored) and row 3
+    only its start; the first three sequences' class; every other token's tag."""
+    batch = dict(batch)
+    if task == "question_answering":
+        start, end = (x.detach().numpy().argmax(-1) for x in (output.start_logits, output.end_logits))
+        batch["start_positions"], batch["end_positions"] = batch["start_positions"].copy(), batch["end_positions"].copy()
+        for b in (0, 2, 3, 4):
+            batch["start_positions"][b] = start[b]
+            if b != 3:
+                batch["end_positions"][b] = end[b]
+        batch["end_positions"][3] = (end[3] + 1) % oh.SEQ
+    elif task == "token_classification":
+        labels = batch["labels"].copy()
+        guess = output.logits.detach().numpy().argmax(-1)
+        labels[:, ::2] = np.where(labels[:, ::2] >= 0, guess[:, ::2], labels[:, ::2])
+        batch["labels"] = labels
+    elif "labels" in batch:
+        batch["labels"] = batch["labels"].copy()
+        batch["labels"][:3] = output.logits.detach().numpy().argmax(-1)[:3]
+    return batch
+
+
+def hf_accuracy(task, batch, output):
+    """Accuracy from HF's logits as bert_eval defines it, and the count it is over."""
+    if task == "question_answering":
+        S = oh.SEQ
+        start, end = (np.clip(batch[k], 0, S) for k in ("start_positions", "end_positions"))
+        hits = (output.start_logits.detach().numpy().argmax(-1) == start) & (output.end_logits.detach().numpy().argmax(-1) == end)
+        return hits.mean(), B
+    if task == "token_classification":
+        labelled = batch["labels"] >= 0
+        hits = output.logits.detach().numpy().argmax(-1) == batch["labels"]
+        return hits[labelled].mean(), int(labelled.sum())
+    if "label_values" in batch:
+        return float("nan"), B
+    return (output.logits.detach().numpy().argmax(-1) == batch["labels"]).mean(), B
+
+
+@pytest.mark.parametrize("task,num_labels", CASES)
+def test_eval_loss_and_accuracy_equal_hugging_face(task, num_labels):
+    """bert_eval on a labelled batch of 6 cut into micro-batches of 4 (QA's ignored start in the
+    first): the whole batch's loss as HF computes it (1e-5 relative) and its accuracy, exactly."""
+    cfg = task_config(task, num_labels, micro_batch=4)
+    with ec.Session(cfg) as s:
+        model = hf_model(cfg)
+        load_engine_weights(model, s)
+        inputs = hf_inputs({k: v for k, v in make_batch(task, num_labels, seed=13).items()})
+        with torch.no_grad():
+            unlabelled = model(**{k: v for k, v in inputs.items()
+                                  if k in ("input_ids", "attention_mask", "token_type_ids")})
+        batch = with_argmax_labels(task, make_batch(task, num_labels, seed=13), unlabelled)
+        result = s.eval(batch)
+    with torch.no_grad():
+        output = model(**hf_inputs(batch))
+    ref_loss = float(output.loss)
+    assert abs(result["task_loss"] - ref_loss) <= LOSS_RTOL * abs(ref_loss), (result["task_loss"], ref_loss)
+    accuracy, count = hf_accuracy(task, batch, output)
+    assert result["task_count"] == count and result["sequences"] == B
+    if task == "sequence_classification" and num_labels == 1:
+        assert np.isnan(result["task_accuracy"])
+    else:
+        assert 0 < accuracy < 1 and result["task_accuracy"] == accuracy, (result["task_accuracy"], accuracy)
+    assert result["mlm_loss"] == 0 and result["masked_tokens"] == 0
+
+
 def test_pooled_and_hidden_outputs_equal_hugging_face():
     cfg = task_config("sequence_classification", 2)
     batch = make_batch("sequence_classification", 2, seed=5)

@@ -69,13 +69,19 @@ class StepResult:
 
 @dataclasses.dataclass(frozen=True)
 class EvalResult:
-    """bert_eval_result: masked-LM and next-sentence metrics."""
+    """bert_eval_result: masked-LM and next-sentence metrics (pretraining sessions), or the
+    fine-tuning head's loss and accuracy over ``task_count`` sequences or labelled tokens (task
+    sessions; accuracy NaN for regression, whose loss is the MSE). Fields of the other kind of
+    session are 0."""
     mlm_accuracy: float
     mlm_loss: float
     nsp_accuracy: float
     nsp_loss: float
     sequences: int
     masked_tokens: int
+    task_loss: float
+    task_accuracy: float
+    task_count: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +236,8 @@ class Session:
         return StepResult(**self._native.optimizer_step())
 
     def eval(self, batch: Optional[Batch] = None) -> EvalResult:
-        """Evaluation without dropout or gradients, on the batch or the configured eval data."""
+        """Evaluation without dropout or gradients, on the batch or the configured eval data
+        (a task session: a batch with its labels, required)."""
         return EvalResult(**self._native.eval(_batch_args(batch)))
 
     # -- inference --------------------------------------------------------------------------

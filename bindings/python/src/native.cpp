@@ -158,6 +158,9 @@ py::dict eval_dict(const bert_eval_result& r) {
   d["nsp_loss"] = r.nsp_loss;
   d["sequences"] = r.sequences;
   d["masked_tokens"] = r.masked_tokens;
+  d["task_loss"] = r.task_loss;
+  d["task_accuracy"] = r.task_accuracy;
+  d["task_count"] = r.task_count;
   return d;
 }
 

@@ -1,5 +1,6 @@
 """bertengine Python binding: fine-tuning heads and inference (Session.infer returns NumPy arrays
-of the head's shape), inference-only sessions from a checkpoint, and bad input."""
+of the head's shape), Session.eval's task loss and accuracy, inference-only sessions from a
+checkpoint, and bad input."""
 import numpy as np
 import pytest
 
@@ -28,16 +29,19 @@ def test_classifier_learns_and_infers_numpy_arrays(tmp_path):
         logits = s.infer(batch)
         pooled = s.infer(batch, "pooled")
         hidden = s.infer(batch, "hidden")
+        ev = s.eval({**batch, "labels": labels})
         s.checkpoint(tmp_path / "cls.h5")
     assert abs(losses[0] - np.log(2)) < 0.1 and losses[-1] < 0.1, losses
     assert logits.shape == (16, 2) and logits.dtype == np.float32
     assert (logits.argmax(1) == labels).all()
+    assert ev.task_accuracy == 1.0 and ev.task_loss < 0.1 and ev.task_count == 16 and ev.sequences == 16
     assert pooled.shape == (16, 32) and np.abs(pooled).max() <= 1.0  # tanh
     assert hidden.shape == (16, 32, 32) and not hidden[:, -4:].any() and hidden[:, :-4].all()
 
     cfg = task("sequence_classification", 2, init_checkpoint=str(tmp_path / "cls.h5"))
     with bertengine.Session({**cfg, "mode": "inference"}) as inf:
         np.testing.assert_array_equal(inf.infer(batch), logits)
+        assert inf.eval({**batch, "labels": labels}) == ev
         m = inf.memory()
         assert m.gradient_bytes == 0 and m.optimizer_bytes == 0
         with pytest.raises(bertengine.BertError, match="mode.*inference") as e:
@@ -61,8 +65,12 @@ def test_each_head_trains_one_step_and_infers_its_shape(kind, labels, shape):
     with bertengine.Session(task(kind, labels)) as s:
         r = s.step(batch)
         out = s.infer(batch)
+        ev = s.eval(batch)
     assert np.isfinite(r.loss) and r.loss > 0
     assert out.shape == shape
+    assert np.isfinite(ev.task_loss) and ev.task_loss > 0 and ev.sequences == 4
+    assert ev.task_count == (4 * 32 if kind == "token_classification" else 4)  # every token labelled, padding too
+    assert np.isnan(ev.task_accuracy) == (kind == "sequence_classification")  # regression: no accuracy
 
 
 def test_inference_errors():
@@ -73,6 +81,10 @@ def test_inference_errors():
             s.infer(inputs(), "attention")
         with pytest.raises(bertengine.InvalidArgumentError, match="'labels' is NULL"):
             s.step(inputs())
+        with pytest.raises(bertengine.InvalidArgumentError, match="'labels' is NULL"):
+            s.eval(inputs())
+        with pytest.raises(bertengine.InvalidArgumentError, match="token_classification session needs a labelled batch"):
+            s.eval()
         with pytest.raises(bertengine.InvalidArgumentError, match="'start_positions' must have shape"):
             s.step({**inputs(), "start_positions": np.zeros(3, np.int32)})
     with pytest.raises(bertengine.ConfigError, match="task.num_labels"):

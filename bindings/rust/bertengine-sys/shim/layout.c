@@ -30,6 +30,8 @@ static const size_t layout[] = {
     offsetof(bert_eval_result, mlm_accuracy), offsetof(bert_eval_result, mlm_loss),
     offsetof(bert_eval_result, nsp_accuracy), offsetof(bert_eval_result, nsp_loss),
     offsetof(bert_eval_result, sequences), offsetof(bert_eval_result, masked_tokens),
+    offsetof(bert_eval_result, task_loss), offsetof(bert_eval_result, task_accuracy),
+    offsetof(bert_eval_result, task_count),
 
     sizeof(bert_memory_info), offsetof(bert_memory_info, struct_size),
     offsetof(bert_memory_info, parameter_bytes), offsetof(bert_memory_info, gradient_bytes),

@@ -122,6 +122,9 @@ pub struct bert_eval_result {
     pub nsp_loss: f64,
     pub sequences: i64,
     pub masked_tokens: i64,
+    pub task_loss: f64,
+    pub task_accuracy: f64,
+    pub task_count: i64,
 }
 
 #[repr(C)]

@@ -150,6 +150,18 @@ fn struct_layout_matches_c() {
             "bert_eval_result.masked_tokens",
             offset_of!(bert_eval_result, masked_tokens),
         ),
+        (
+            "bert_eval_result.task_loss",
+            offset_of!(bert_eval_result, task_loss),
+        ),
+        (
+            "bert_eval_result.task_accuracy",
+            offset_of!(bert_eval_result, task_accuracy),
+        ),
+        (
+            "bert_eval_result.task_count",
+            offset_of!(bert_eval_result, task_count),
+        ),
         ("sizeof bert_memory_info", size_of::<bert_memory_info>()),
         (
             "bert_memory_info.struct_size",

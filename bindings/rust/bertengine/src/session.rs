@@ -89,7 +89,10 @@ impl From<sys::bert_step_result> for StepResult {
     }
 }
 
-/// bert_eval_result.
+/// bert_eval_result: masked-LM and next-sentence metrics (pretraining sessions), or the
+/// fine-tuning head's loss and accuracy over `task_count` sequences or labelled tokens (task
+/// sessions; accuracy NaN for regression, whose loss is the MSE). Fields of the other kind of
+/// session are 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EvalResult {
     pub mlm_accuracy: f64,
@@ -98,6 +101,9 @@ pub struct EvalResult {
     pub nsp_loss: f64,
     pub sequences: i64,
     pub masked_tokens: i64,
+    pub task_loss: f64,
+    pub task_accuracy: f64,
+    pub task_count: i64,
 }
 
 /// bert_memory_info: backend memory a session holds, in bytes.
@@ -334,7 +340,8 @@ impl Session {
         Ok(r.into())
     }
 
-    /// Evaluation without dropout or gradients on `batch`, or (None) on the configured eval data.
+    /// Evaluation without dropout or gradients on `batch`, or (None) on the configured eval data
+    /// (a task session: a batch with its labels, required).
     pub fn eval(&mut self, batch: Option<&Batch<'_>>) -> Result<EvalResult> {
         let raw = batch.map(Batch::as_raw).transpose()?;
         let mut r: sys::bert_eval_result = Default::default();
@@ -349,6 +356,9 @@ impl Session {
             nsp_loss: r.nsp_loss,
             sequences: r.sequences,
             masked_tokens: r.masked_tokens,
+            task_loss: r.task_loss,
+            task_accuracy: r.task_accuracy,
+            task_count: r.task_count,
         })
     }
 

@@ -1,6 +1,7 @@
 //! bertengine (Rust): a sequence classifier fine-tunes on host batches, `infer` returns its
-//! logits and hidden states as `Vec<f32>`, an inference session from its checkpoint gives the
-//! same logits and refuses to train, and bad sizes are errors with the engine's message.
+//! logits and hidden states as `Vec<f32>`, `eval` its task loss and accuracy, an inference session
+//! from its checkpoint gives the same logits and evaluation and refuses to train, and bad sizes
+//! are errors with the engine's message.
 use bertengine::{Batch, Output, Session, Status};
 
 fn config(extra_train: &str, extra_top: &str) -> String {
@@ -46,6 +47,8 @@ fn fine_tune_and_infer() {
     for i in 0..b {
         assert_eq!(logits[2 * i + 1] > logits[2 * i], labels[i] == 1, "sequence {i}");
     }
+    let ev = sess.eval(Some(&train)).unwrap();
+    assert!(ev.task_accuracy == 1.0 && ev.task_loss < 0.1 && ev.task_count == 16, "{ev:?}");
     let hidden = sess.infer(&input, Output::Hidden).unwrap();
     assert_eq!(hidden.len(), b * s * 32);
     assert!(hidden[(s - 1) * 32..s * 32].iter().all(|&v| v == 0.0)); // padding position
@@ -58,6 +61,10 @@ fn fine_tune_and_infer() {
     ))
     .unwrap();
     assert_eq!(inf.infer(&input, Output::Logits).unwrap(), logits);
+    assert_eq!(inf.eval(Some(&train)).unwrap(), ev);
+    let err = inf.eval(None).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("needs a labelled batch"), "{err}");
     let err = inf.step(Some(&train)).unwrap_err();
     assert_eq!(err.status, Status::Unsupported);
     assert!(err.message.contains("inference"), "{err}");
