@@ -7,18 +7,19 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/cpu_philox.h"
 #include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_lane_reduce.h"
-#include "backend/cpu/cpu_vector_math.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_philox.h"
+#include "backend/cpu/cpu_vector_math.h"
 #include "core/error.h"
 
 namespace bert {
 namespace {
 
 // row[c] = softmax_c(row[c] · scale + key_bias[c]) in place; the sum in double.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void softmax_row_fwd(float* row, const float* key_bias, int64_t L, float scale) {
   for (int64_t c = 0; c < L; ++c) row[c] = row[c] * scale + key_bias[c];
   const float row_max = lane_max(row, L);
@@ -29,7 +30,7 @@ void softmax_row_fwd(float* row, const float* key_bias, int64_t L, float scale) 
 }
 
 // Softmax backward of one row in place: dS = P ⊙ (dP - Σ_k dP ⊙ P) · scale (the dot in double).
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void softmax_row_bwd(float* grad, const float* prob, int64_t L, float scale) {
   const float rowdot = static_cast<float>(lane_sum(L, [&](int64_t c) { return static_cast<double>(grad[c]) * prob[c]; }));
   for (int64_t c = 0; c < L; ++c) grad[c] = prob[c] * (grad[c] - rowdot) * scale;

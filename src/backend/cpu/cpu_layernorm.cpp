@@ -1,7 +1,7 @@
 // LayerNorm on the CPU: per-row statistics in double with two passes (mean, then biased
 // variance), saved as float mean/rstd; the backward recomputes x̂ from them. Row sums run in
 // interleaved double lanes (cpu_lane_reduce.h: vectorisable, the same bits for any thread
-// count); the row kernels are compiled for AVX-512, AVX2 and the baseline and
+// count); the row kernels are compiled for the instruction sets of cpu_isa.h and
 // picked at run time (target_clones). dgamma/dbeta are reduced over rows in a fixed order per
 // column block, so they do not depend on the thread count either.
 // The residual block (residual_layernorm_*) runs one row at a time: the dropout + residual add
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_philox.h"
@@ -22,7 +23,7 @@ namespace {
 
 constexpr int kColumnBlock = 32;
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void layernorm_row_fwd(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
                        int N, float eps) {
   const double mu = lane_sum(N, [&](int64_t j) { return static_cast<double>(x[j]); }) / N;
@@ -40,7 +41,7 @@ void layernorm_row_fwd(float* y, float* mean, float* rstd, const float* x, const
 }
 
 // dx = rstd · (g - mean(g) - x̂ · mean(g ⊙ x̂)) with g = dy ⊙ gamma.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void layernorm_row_bwd(float* dx, const float* dy, const float* x, double mu, double rs, const float* gamma, int N) {
   const double sum_g = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j]; });
   const double sum_gx = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j] * ((x[j] - mu) * rs); });
@@ -53,7 +54,7 @@ void layernorm_row_bwd(float* dx, const float* dy, const float* x, double mu, do
 }
 
 // dgamma[c0, c1) += Σ_rows dy ⊙ x̂, dbeta[c0, c1) += Σ_rows dy, rows in order.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void layernorm_columns_bwd(float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
                            const float* rstd, int64_t M, int N, int c0, int c1) {
   double acc_gamma[kColumnBlock] = {}, acc_beta[kColumnBlock] = {};
@@ -105,7 +106,7 @@ void dropout_row_bwd(float* d_in, const float* d_res, int64_t first, int N, cons
 
 // layernorm_row_bwd's dx into d_res (which may alias dy), and acc_gamma[j] += dy ⊙ x̂,
 // acc_beta[j] += dy on the way (each dy is read before d_res overwrites it).
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void residual_layernorm_row_bwd(float* d_res, double* acc_gamma, double* acc_beta, const float* dy, const float* x,
                                 double mu, double rs, const float* gamma, int N) {
   const double sum_g = lane_sum(N, [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j]; });

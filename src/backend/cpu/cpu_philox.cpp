@@ -1,11 +1,12 @@
 // dropout_uniforms: Philox4x32-10 (core/philox.h) for the 64 groups of one block at once, with
 // the counters in structure-of-arrays form so the compiler vectorises the rounds (32x32->64-bit
-// multiplies), compiled for AVX-512, AVX2 and the baseline and picked at run time
+// multiplies), compiled for the instruction sets of cpu_isa.h and picked at run time
 // (target_clones). The uniforms are philox_uniform_at's, bit for bit.
 #include "backend/cpu/cpu_philox.h"
 
 #include <algorithm>
 
+#include "backend/cpu/cpu_isa.h"
 #include "core/error.h"
 #include "core/philox.h"
 
@@ -15,7 +16,7 @@ namespace {
 constexpr int kGroups = kDropoutBlock / 4;
 
 // u[4g + k] = philox_uniform(philox_block(seed, step, tensor_id, first_group + g).v[k]).
-__attribute__((target_clones("avx512f", "avx2", "default")))
+BERT_CPU_CLONES
 void philox_block_uniforms(float (&u)[kDropoutBlock], uint64_t seed, uint64_t step, uint32_t tensor_id,
                            uint64_t first_group) {
   uint32_t c0[kGroups], c1[kGroups], c2[kGroups], c3[kGroups];
