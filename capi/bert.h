@@ -17,7 +17,11 @@
  *  - Every fallible call returns a bert_status. On failure the message is in bert_last_error()
  *    (thread-local, valid until the next call on the same thread) and out-parameters are left
  *    untouched. No C++ exception crosses this boundary.
- *  - Structs that may grow start with `struct_size`; fill them with their *_init function.
+ *  - Structs that may grow start with `struct_size`; fill them with their *_init macro, which
+ *    passes the size of the host's struct to the library's *_init_sized function: a host built
+ *    against an older, smaller struct gets only its own bytes written, and the library reads
+ *    only the fields its struct_size covers. (Bindings call *_init_sized with their struct's
+ *    size.)
  *  - Configuration is JSON text; the schema is in README.md ("Config schema"). Unknown or
  *    ill-typed keys fail bert_session_create with a message naming the key.
  *  - Threads: a session may be used from any thread but by one thread at a time (it may move
@@ -128,8 +132,10 @@ typedef struct bert_dist {
   unsigned char nccl_unique_id[BERT_NCCL_UNIQUE_ID_BYTES]; /* from bert_dist_unique_id on rank 0, carried by the host */
 } bert_dist;
 
-/* Fills defaults: backend AUTO, ranks -1, no unique id. */
-BERT_API void bert_dist_init(bert_dist* dist);
+/* Fills defaults into the first `size` bytes (the host's sizeof(bert_dist)): backend AUTO,
+ * ranks -1, no unique id. */
+BERT_API void bert_dist_init_sized(bert_dist* dist, size_t size);
+#define bert_dist_init(dist) bert_dist_init_sized((dist), sizeof(*(dist)))
 /* Makes NCCL's unique id. Call it on rank 0 only, in the process that will be rank 0 (it
  * starts NCCL's bootstrap listener there), and carry the bytes to every rank by any means
  * (MPI_Bcast, a file, a TCP store, a Python orchestrator) into bert_dist.nccl_unique_id with
@@ -218,9 +224,14 @@ typedef struct bert_eval_result {
   int64_t task_count;    /* sequences, or labelled tokens for token_classification */
 } bert_eval_result;
 
-BERT_API void bert_batch_init(bert_batch* batch);
-BERT_API void bert_step_result_init(bert_step_result* result);
-BERT_API void bert_eval_result_init(bert_eval_result* result);
+/* Zero the first `size` bytes (the host's sizeof of the struct) and set struct_size = size
+ * (capped at the library's own size). Nothing is written when size < sizeof(size_t). */
+BERT_API void bert_batch_init_sized(bert_batch* batch, size_t size);
+BERT_API void bert_step_result_init_sized(bert_step_result* result, size_t size);
+BERT_API void bert_eval_result_init_sized(bert_eval_result* result, size_t size);
+#define bert_batch_init(batch) bert_batch_init_sized((batch), sizeof(*(batch)))
+#define bert_step_result_init(result) bert_step_result_init_sized((result), sizeof(*(result)))
+#define bert_eval_result_init(result) bert_eval_result_init_sized((result), sizeof(*(result)))
 
 /* ---- sessions ------------------------------------------------------------------------- */
 /* Creates a session from JSON config text. dist may be NULL (same as bert_dist_init).
@@ -368,7 +379,9 @@ typedef struct bert_memory_info {
   uint64_t activation_bytes; /* the activation arena, sized once for the largest micro-batch */
   uint64_t peak_device_bytes; /* peak backend memory held at once (device memory on a GPU) */
 } bert_memory_info;
-BERT_API void bert_memory_info_init(bert_memory_info* info);
+/* As bert_batch_init_sized. */
+BERT_API void bert_memory_info_init_sized(bert_memory_info* info, size_t size);
+#define bert_memory_info_init(info) bert_memory_info_init_sized((info), sizeof(*(info)))
 /* The backend memory this session holds, from the engine's own accounting. */
 BERT_API bert_status bert_session_memory(const bert_session* session, bert_memory_info* info);
 

@@ -77,10 +77,20 @@ void check_struct(size_t struct_size, size_t minimum, const char* what) {
   }
 }
 
+// The size of Struct up to and including its field `last`.
+#define BERT_SIZE_THROUGH(Struct, last) (offsetof(Struct, last) + sizeof(Struct::last))
+
+// The sizes of the growable structs' versions this library reads: a struct_size of at least
+// the first reads those fields. (Not sizeof, which counts tail padding and grows with new fields.)
 // The first release's bert_batch ended after next_sentence_labels; its hosts still work.
-constexpr size_t kBatchSizeV1 = offsetof(bert_batch, labels);
-// bert_eval_result before the fine-tuning fields (task_loss ...).
-constexpr size_t kEvalResultSizeV1 = offsetof(bert_eval_result, task_loss);
+constexpr size_t kBatchSizeV1 = BERT_SIZE_THROUGH(bert_batch, next_sentence_labels);
+constexpr size_t kBatchSizeLabels = BERT_SIZE_THROUGH(bert_batch, end_positions);
+// bert_eval_result before the fine-tuning fields (task_loss ...), and with them.
+constexpr size_t kEvalResultSizeV1 = BERT_SIZE_THROUGH(bert_eval_result, masked_tokens);
+constexpr size_t kEvalResultSizeTask = BERT_SIZE_THROUGH(bert_eval_result, task_count);
+constexpr size_t kDistSize = BERT_SIZE_THROUGH(bert_dist, nccl_unique_id);
+constexpr size_t kStepResultSize = BERT_SIZE_THROUGH(bert_step_result, tokens_per_second);
+constexpr size_t kMemoryInfoSize = BERT_SIZE_THROUGH(bert_memory_info, peak_device_bytes);
 
 bert::BatchView view_of(const bert_batch* b) {
   check_struct(b->struct_size, kBatchSizeV1, "bert_batch");
@@ -94,7 +104,7 @@ bert::BatchView view_of(const bert_batch* b) {
   v.masked_lm_positions = b->masked_lm_positions;
   v.masked_lm_ids = b->masked_lm_ids;
   v.next_sentence_labels = b->next_sentence_labels;
-  if (b->struct_size >= sizeof(bert_batch)) {
+  if (b->struct_size >= kBatchSizeLabels) {
     v.labels = b->labels;
     v.label_values = b->label_values;
     v.start_positions = b->start_positions;
@@ -104,7 +114,7 @@ bert::BatchView view_of(const bert_batch* b) {
 }
 
 void fill_result(const bert::StepStats& s, bert_step_result* r) {
-  check_struct(r->struct_size, sizeof(bert_step_result), "bert_step_result");
+  check_struct(r->struct_size, kStepResultSize, "bert_step_result");
   r->step = s.step;
   r->loss = static_cast<float>(s.loss);
   r->mlm_loss = static_cast<float>(s.mlm_loss);
@@ -167,6 +177,16 @@ bert::Session& session_of(bert_session* s) {
   return *s->impl;
 }
 
+// The *_init_sized functions: the first min(host_size, sizeof(Struct)) bytes of `defaults`, with
+// struct_size set to that count, so a host's smaller (older) struct is written only within itself.
+template <typename Struct>
+void init_prefix(Struct* out, size_t host_size, Struct defaults) {
+  if (!out || host_size < sizeof(size_t)) return;
+  const size_t n = host_size < sizeof(Struct) ? host_size : sizeof(Struct);
+  defaults.struct_size = n;
+  std::memcpy(static_cast<void*>(out), &defaults, n);
+}
+
 }  // namespace
 
 extern "C" {
@@ -203,12 +223,11 @@ void bert_set_log_callback(bert_log_fn fn, void* user_data) {
   });
 }
 
-void bert_dist_init(bert_dist* d) {
-  if (!d) return;
-  std::memset(d, 0, sizeof(*d));
-  d->struct_size = sizeof(*d);
-  d->backend = BERT_DIST_AUTO;
-  d->rank = d->world_size = d->local_rank = -1;
+void bert_dist_init_sized(bert_dist* d, size_t size) {
+  bert_dist defaults{};
+  defaults.backend = BERT_DIST_AUTO;
+  defaults.rank = defaults.world_size = defaults.local_rank = -1;
+  init_prefix(d, size, defaults);
 }
 
 bert_status bert_dist_unique_id(unsigned char out[BERT_NCCL_UNIQUE_ID_BYTES]) {
@@ -219,29 +238,17 @@ bert_status bert_dist_unique_id(unsigned char out[BERT_NCCL_UNIQUE_ID_BYTES]) {
   });
 }
 
-void bert_batch_init(bert_batch* b) {
-  if (!b) return;
-  std::memset(b, 0, sizeof(*b));
-  b->struct_size = sizeof(*b);
-}
+void bert_batch_init_sized(bert_batch* b, size_t size) { init_prefix(b, size, bert_batch{}); }
 
-void bert_step_result_init(bert_step_result* r) {
-  if (!r) return;
-  std::memset(r, 0, sizeof(*r));
-  r->struct_size = sizeof(*r);
-}
+void bert_step_result_init_sized(bert_step_result* r, size_t size) { init_prefix(r, size, bert_step_result{}); }
 
-void bert_eval_result_init(bert_eval_result* r) {
-  if (!r) return;
-  std::memset(r, 0, sizeof(*r));
-  r->struct_size = sizeof(*r);
-}
+void bert_eval_result_init_sized(bert_eval_result* r, size_t size) { init_prefix(r, size, bert_eval_result{}); }
 
 bert_status bert_session_create(const char* config_json, const bert_dist* dist, bert_session** out) {
   return guard([&] {
     require(config_json, "config_json");
     require(out, "out");
-    if (dist) check_struct(dist->struct_size, sizeof(bert_dist), "bert_dist");
+    if (dist) check_struct(dist->struct_size, kDistSize, "bert_dist");
     bert::SessionConfig config = bert::parse_session_config(config_json);
     auto s = std::make_unique<bert_session>();
     s->impl = std::make_unique<bert::Session>(config, bert::make_communicator(launch_plan(dist, config)));
@@ -275,7 +282,7 @@ bert_status bert_forward_backward(bert_session* session, const bert_batch* batch
   return guard([&] {
     bert::Session& s = session_of(session);
     require(batch, "batch");
-    if (result) check_struct(result->struct_size, sizeof(bert_step_result), "bert_step_result");
+    if (result) check_struct(result->struct_size, kStepResultSize, "bert_step_result");
     bert::StepStats stats = s.forward_backward(view_of(batch));
     if (result) fill_result(stats, result);
   });
@@ -288,7 +295,7 @@ bert_status bert_allreduce(bert_session* session) {
 bert_status bert_optimizer_step(bert_session* session, bert_step_result* result) {
   return guard([&] {
     bert::Session& s = session_of(session);
-    if (result) check_struct(result->struct_size, sizeof(bert_step_result), "bert_step_result");
+    if (result) check_struct(result->struct_size, kStepResultSize, "bert_step_result");
     bert::StepStats stats = s.optimizer_step();
     if (result) fill_result(stats, result);
   });
@@ -297,7 +304,7 @@ bert_status bert_optimizer_step(bert_session* session, bert_step_result* result)
 bert_status bert_step(bert_session* session, const bert_batch* batch, bert_step_result* result) {
   return guard([&] {
     bert::Session& s = session_of(session);
-    if (result) check_struct(result->struct_size, sizeof(bert_step_result), "bert_step_result");
+    if (result) check_struct(result->struct_size, kStepResultSize, "bert_step_result");
     bert::BatchView view;
     if (batch) view = view_of(batch);
     bert::StepStats stats = s.step(batch ? &view : nullptr);
@@ -309,7 +316,7 @@ bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_
   return guard([&] {
     bert::Session& s = session_of(session);
     require(result, "result");
-    const bool with_task = result->struct_size >= sizeof(bert_eval_result);
+    const bool with_task = result->struct_size >= kEvalResultSizeTask;
     if (s.config().task.pretraining()) {
       check_struct(result->struct_size, kEvalResultSizeV1, "bert_eval_result");
     } else if (!with_task) {
@@ -441,17 +448,15 @@ bert_status bert_grad_read(bert_session* session, const char* name, float* dst, 
   });
 }
 
-void bert_memory_info_init(bert_memory_info* info) {
-  if (!info) return;
-  std::memset(info, 0, sizeof(*info));
-  info->struct_size = sizeof(*info);
+void bert_memory_info_init_sized(bert_memory_info* info, size_t size) {
+  init_prefix(info, size, bert_memory_info{});
 }
 
 bert_status bert_session_memory(const bert_session* session, bert_memory_info* info) {
   return guard([&] {
     require(session, "session");
     require(info, "info");
-    check_struct(info->struct_size, sizeof(bert_memory_info), "bert_memory_info");
+    check_struct(info->struct_size, kMemoryInfoSize, "bert_memory_info");
     bert::Session& s = *session->impl;
     const uint64_t flat = static_cast<uint64_t>(s.model().params().total_elems) * sizeof(float);
     info->parameter_bytes = flat;
@@ -471,6 +476,32 @@ bert_status bert_session_rank(const bert_session* session, int* rank, int* world
     if (world_size) *world_size = comm.world_size();
     if (local_rank) *local_rank = comm.local_rank();
   });
+}
+
+
+// Binary compatibility: hosts built before the *_init macros call these symbols, which write the
+// structs as they were then (and keep doing so when fields are appended). The header's macros of
+// the same names are undefined here.
+#undef bert_dist_init
+#undef bert_batch_init
+#undef bert_step_result_init
+#undef bert_eval_result_init
+#undef bert_memory_info_init
+BERT_API void bert_dist_init(bert_dist* d);
+BERT_API void bert_batch_init(bert_batch* b);
+BERT_API void bert_step_result_init(bert_step_result* r);
+BERT_API void bert_eval_result_init(bert_eval_result* r);
+BERT_API void bert_memory_info_init(bert_memory_info* info);
+void bert_dist_init(bert_dist* d) { bert_dist_init_sized(d, kDistSize); }
+void bert_batch_init(bert_batch* b) { bert_batch_init_sized(b, kBatchSizeLabels); }
+void bert_step_result_init(bert_step_result* r) {
+  bert_step_result_init_sized(r, kStepResultSize);
+}
+void bert_eval_result_init(bert_eval_result* r) {
+  bert_eval_result_init_sized(r, kEvalResultSizeTask);
+}
+void bert_memory_info_init(bert_memory_info* info) {
+  bert_memory_info_init_sized(info, kMemoryInfoSize);
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 package bertengine
 
 // #include <stdlib.h>
+// #include <bert.h>
 import "C"
 
 import (
@@ -102,7 +103,7 @@ func (b *Batch) toC() (*cBatch, error) {
 		copy(unsafe.Slice(values, len(b.LabelValues)), b.LabelValues)
 	}
 	cb := capi.NewBert_batch()
-	capi.Bert_batch_init(cb)
+	capi.Bert_batch_init_sized(cb, int64(C.sizeof_bert_batch))
 	cb.SetBatch_size(b.BatchSize)
 	cb.SetSeq_length(b.SeqLength)
 	cb.SetMax_predictions(b.MaxPredictions)

@@ -145,7 +145,7 @@ func NewSession(config string) (*Session, error) {
 func NewDistSession(config string, dist Dist) (*Session, error) {
 	d := capi.NewBert_dist()
 	defer capi.DeleteBert_dist(d)
-	capi.Bert_dist_init(d)
+	capi.Bert_dist_init_sized(d, int64(C.sizeof_bert_dist))
 	d.SetBackend(capi.Enum_SS_bert_dist_backend(dist.Backend))
 	d.SetRank(dist.Rank)
 	d.SetWorld_size(dist.WorldSize)
@@ -289,7 +289,7 @@ func (s *Session) stepLike(ctx context.Context, batch *Batch,
 	defer cb.free()
 	r := capi.NewBert_step_result()
 	defer capi.DeleteBert_step_result(r)
-	capi.Bert_step_result_init(r)
+	capi.Bert_step_result_init_sized(r, int64(C.sizeof_bert_step_result))
 	if err := s.run(ctx, func(h capi.Struct_SS_bert_session) capi.Enum_SS_bert_status { return f(h, cb.batch, r) }); err != nil {
 		return StepResult{}, err
 	}
@@ -305,7 +305,7 @@ func (s *Session) Allreduce(ctx context.Context) error {
 func (s *Session) OptimizerStep(ctx context.Context) (StepResult, error) {
 	r := capi.NewBert_step_result()
 	defer capi.DeleteBert_step_result(r)
-	capi.Bert_step_result_init(r)
+	capi.Bert_step_result_init_sized(r, int64(C.sizeof_bert_step_result))
 	if err := s.run(ctx, func(h capi.Struct_SS_bert_session) capi.Enum_SS_bert_status { return capi.Bert_optimizer_step(h, r) }); err != nil {
 		return StepResult{}, err
 	}
@@ -322,7 +322,7 @@ func (s *Session) Eval(ctx context.Context, batch *Batch) (EvalResult, error) {
 	defer cb.free()
 	r := capi.NewBert_eval_result()
 	defer capi.DeleteBert_eval_result(r)
-	capi.Bert_eval_result_init(r)
+	capi.Bert_eval_result_init_sized(r, int64(C.sizeof_bert_eval_result))
 	if err := s.run(ctx, func(h capi.Struct_SS_bert_session) capi.Enum_SS_bert_status { return capi.Bert_eval(h, cb.batch, r) }); err != nil {
 		return EvalResult{}, err
 	}
@@ -431,7 +431,7 @@ func (s *Session) Resume(dir string) (int64, error) {
 func (s *Session) Memory() (MemoryInfo, error) {
 	info := capi.NewBert_memory_info()
 	defer capi.DeleteBert_memory_info(info)
-	capi.Bert_memory_info_init(info)
+	capi.Bert_memory_info_init_sized(info, int64(C.sizeof_bert_memory_info))
 	err := s.locked(func(h capi.Struct_SS_bert_session) error {
 		return call(func() capi.Enum_SS_bert_status { return capi.Bert_session_memory(h, info) })
 	})

@@ -171,7 +171,7 @@ class NativeSession {
   NativeSession(const std::string& config, int backend, int rank, int world_size, int local_rank,
                 const py::object& nccl_unique_id) {
     bert_dist dist;
-    bert_dist_init(&dist);
+    bert_dist_init_sized(&dist, sizeof dist);
     dist.backend = static_cast<bert_dist_backend>(backend);
     dist.rank = rank;
     dist.world_size = world_size;
@@ -218,19 +218,19 @@ class NativeSession {
 
   py::dict step(const py::object& arrays) {
     bert_step_result r;
-    bert_step_result_init(&r);
+    bert_step_result_init_sized(&r, sizeof r);
     with_batch(arrays, [&](bert_session* s, const bert_batch* b) { return bert_step(s, b, &r); });
     return step_dict(r);
   }
   py::dict forward_backward(const py::object& arrays) {
     bert_step_result r;
-    bert_step_result_init(&r);
+    bert_step_result_init_sized(&r, sizeof r);
     with_batch(arrays, [&](bert_session* s, const bert_batch* b) { return bert_forward_backward(s, b, &r); });
     return step_dict(r);
   }
   py::dict eval(const py::object& arrays) {
     bert_eval_result r;
-    bert_eval_result_init(&r);
+    bert_eval_result_init_sized(&r, sizeof r);
     with_batch(arrays, [&](bert_session* s, const bert_batch* b) { return bert_eval(s, b, &r); });
     return eval_dict(r);
   }
@@ -253,7 +253,7 @@ class NativeSession {
   }
   py::dict optimizer_step() {
     bert_step_result r;
-    bert_step_result_init(&r);
+    bert_step_result_init_sized(&r, sizeof r);
     call([&](bert_session* s) { return bert_optimizer_step(s, &r); });
     return step_dict(r);
   }
@@ -285,7 +285,7 @@ class NativeSession {
   py::dict memory() {
     Busy busy(this);
     bert_memory_info info;
-    bert_memory_info_init(&info);
+    bert_memory_info_init_sized(&info, sizeof info);
     check(bert_session_memory(live(), &info));
     py::dict d;
     d["parameter_bytes"] = info.parameter_bytes;
@@ -414,7 +414,7 @@ class NativeSession {
     if (a[0].ndim() != 2 || (ptrs[3] && a[3].ndim() != 2) || (ptrs[5] && a[5].ndim() != 1))
       invalid("batch arrays have the wrong number of dimensions");
     bert_batch b;
-    bert_batch_init(&b);
+    bert_batch_init_sized(&b, sizeof b);
     b.batch_size = static_cast<int32_t>(a[0].shape(0));
     b.seq_length = static_cast<int32_t>(a[0].shape(1));
     b.max_predictions = ptrs[3] ? static_cast<int32_t>(a[3].shape(1)) : 0;

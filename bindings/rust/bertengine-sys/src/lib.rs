@@ -223,12 +223,12 @@ bert_functions! {
     pub fn bert_finalize() -> bert_status;
     pub fn bert_set_log_callback(f: bert_log_fn, user_data: *mut c_void);
 
-    pub fn bert_dist_init(dist: *mut bert_dist);
+    pub fn bert_dist_init_sized(dist: *mut bert_dist, size: usize);
     pub fn bert_dist_unique_id(out: *mut c_uchar) -> bert_status;
 
-    pub fn bert_batch_init(batch: *mut bert_batch);
-    pub fn bert_step_result_init(result: *mut bert_step_result);
-    pub fn bert_eval_result_init(result: *mut bert_eval_result);
+    pub fn bert_batch_init_sized(batch: *mut bert_batch, size: usize);
+    pub fn bert_step_result_init_sized(result: *mut bert_step_result, size: usize);
+    pub fn bert_eval_result_init_sized(result: *mut bert_eval_result, size: usize);
 
     pub fn bert_session_create(
         config_json: *const c_char,
@@ -279,7 +279,7 @@ bert_functions! {
         step: *mut i64,
     ) -> bert_status;
 
-    pub fn bert_memory_info_init(info: *mut bert_memory_info);
+    pub fn bert_memory_info_init_sized(info: *mut bert_memory_info, size: usize);
     pub fn bert_session_memory(
         session: *const bert_session,
         info: *mut bert_memory_info,

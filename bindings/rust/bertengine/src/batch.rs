@@ -85,9 +85,9 @@ impl<'a> Batch<'a> {
                 ));
             }
         }
-        // SAFETY: bert_batch is plain data; bert_batch_init fills struct_size and defaults.
+        // SAFETY: bert_batch is plain data; bert_batch_init_sized fills struct_size and defaults.
         let mut raw: sys::bert_batch = unsafe { std::mem::zeroed() };
-        unsafe { sys::bert_batch_init(&mut raw) };
+        unsafe { sys::bert_batch_init_sized(&mut raw, std::mem::size_of::<sys::bert_batch>()) };
         raw.batch_size = dim("batch_size", b)?;
         raw.seq_length = dim("seq_length", s)?;
         raw.max_predictions = dim("max_predictions", p)?;

@@ -264,9 +264,9 @@ impl Session {
     /// Creates a session in a distributed run. Collective: every rank calls it.
     pub fn with_dist(config: &str, dist: &Dist) -> Result<Session> {
         let cfg = cstring("config", config.as_bytes())?;
-        // SAFETY: bert_dist is plain data; bert_dist_init fills it.
+        // SAFETY: bert_dist is plain data; bert_dist_init_sized fills it.
         let mut d: sys::bert_dist = unsafe { std::mem::zeroed() };
-        unsafe { sys::bert_dist_init(&mut d) };
+        unsafe { sys::bert_dist_init_sized(&mut d, std::mem::size_of::<sys::bert_dist>()) };
         d.backend = match dist.backend {
             DistBackend::Auto => sys::BERT_DIST_AUTO,
             DistBackend::Local => sys::BERT_DIST_LOCAL,
@@ -345,7 +345,7 @@ impl Session {
     pub fn eval(&mut self, batch: Option<&Batch<'_>>) -> Result<EvalResult> {
         let raw = batch.map(Batch::as_raw).transpose()?;
         let mut r: sys::bert_eval_result = Default::default();
-        unsafe { sys::bert_eval_result_init(&mut r) };
+        unsafe { sys::bert_eval_result_init_sized(&mut r, std::mem::size_of::<sys::bert_eval_result>()) };
         Error::check(unsafe {
             sys::bert_eval(self.raw(), raw.as_ref().map_or(ptr::null(), |b| b), &mut r)
         })?;
@@ -444,7 +444,7 @@ impl Session {
     /// The backend memory this session holds (bert_session_memory).
     pub fn memory(&self) -> Result<MemoryInfo> {
         let mut m: sys::bert_memory_info = Default::default();
-        unsafe { sys::bert_memory_info_init(&mut m) };
+        unsafe { sys::bert_memory_info_init_sized(&mut m, std::mem::size_of::<sys::bert_memory_info>()) };
         Error::check(unsafe { sys::bert_session_memory(self.raw(), &mut m) })?;
         Ok(MemoryInfo {
             parameter_bytes: m.parameter_bytes,
@@ -525,6 +525,6 @@ impl Session {
 
 fn step_result() -> sys::bert_step_result {
     let mut r: sys::bert_step_result = Default::default();
-    unsafe { sys::bert_step_result_init(&mut r) };
+    unsafe { sys::bert_step_result_init_sized(&mut r, std::mem::size_of::<sys::bert_step_result>()) };
     r
 }
