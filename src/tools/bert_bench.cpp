@@ -33,6 +33,15 @@ double training_flops_per_sequence(const nlohmann::json& m, int seq, int predict
   return 3.0 * forward;
 }
 
+constexpr const char* kUsage =
+    "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
+    "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
+    "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
+    "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
+    "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
+    "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
+    "                  [--link-gbs GB/s] [--shard-optimizer 0|1]   (a prediction: no GPU needed)\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,6 +50,12 @@ int main(int argc, char** argv) {
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
   bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false;
   double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
@@ -65,19 +80,12 @@ int main(int argc, char** argv) {
     else if (a == "--link-gbs") link_gbs = std::atof(v.c_str());
     else if (a == "--shard-optimizer") shard_optimizer = v == "1" || v == "true";
     else {
-      std::fprintf(stderr,
-                   "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
-                   "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
-                   "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
-                   "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
-                   "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
-                   "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
-                   "                  [--link-gbs GB/s] [--shard-optimizer 0|1]   (a prediction: no GPU needed)\n");
+      std::fprintf(stderr, "error: unknown option '%s'\n%s", a.c_str(), kUsage);
       return 2;
     }
   }
   if ((argc - 1) % 2 != 0) {
-    std::fprintf(stderr, "error: every option takes a value\n");
+    std::fprintf(stderr, "error: every option takes a value\n%s", kUsage);
     return 2;
   }
   if (recompute != "none" && recompute != "gelu" && recompute != "attention" && recompute != "all") {

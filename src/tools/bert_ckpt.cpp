@@ -23,15 +23,21 @@
 
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
+int usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: bert-ckpt inspect FILE [--tensors]\n"
                "       bert-ckpt export-hf FILE DIR\n"
                "       bert-ckpt import SOURCE OUT.h5 [--config bert_config.json] [--hidden-act gelu|gelu_tanh|...]\n"
                "SOURCE: a Hugging Face folder, a .safetensors file (HF or NVIDIA DLE names), or a TensorFlow\n"
                "checkpoint (PREFIX.index with PREFIX.data-*); FILE for inspect may also be a TFRecord file.\n");
-  return 2;
+  return out == stderr ? 2 : 0;
 }
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  return false;
+}
+
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;
@@ -160,6 +166,7 @@ int import(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (asks_for_help(argc, argv)) return usage(stdout);
   if (argc < 3) return usage();
   const std::string command = argv[1];
   try {

@@ -39,13 +39,13 @@ namespace {
 using bert_tools::failed;
 using nlohmann::json;
 
-int usage() {
-  std::fprintf(stderr, "usage: bert-finetune CONFIG.json\n"
+int usage(FILE* out = stderr) {
+  std::fprintf(out, "usage: bert-finetune CONFIG.json\n"
                        "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
                        "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md);\n"
                        "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
                        "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n");
-  return 2;
+  return out == stderr ? 2 : 0;
 }
 
 template <typename T>
@@ -294,6 +294,7 @@ int run(const std::string& config_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) return usage(stdout);
   if (argc != 2) return usage();
   try {
     return bert_tools::finish(run(argv[1]));

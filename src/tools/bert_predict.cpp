@@ -35,14 +35,20 @@ namespace {
 
 using nlohmann::json;
 
-int usage() {
-  std::fprintf(stderr, "usage: bert-predict --model CKPT|HF_DIR --task NAME --vocab FILE --input FILE --output PATH\n"
+int usage(FILE* out = stderr) {
+  std::fprintf(out, "usage: bert-predict --model CKPT|HF_DIR --task NAME --vocab FILE --input FILE --output PATH\n"
                        "                    [--max-seq-length 128 (squad: 384)] [--batch 64] [--threads N] [--lower-case 0|1]\n"
                        "  NAME: a GLUE task (TSV in, TSV out), squad (SQuAD JSON in, a directory of predictions out)\n"
                        "  or conll (CoNLL file in and out); squad also takes [--doc-stride 128] [--max-query-length 64]\n"
                        "  [--n-best 20] [--max-answer-length 30] [--null-score-diff-threshold 0.0]\n");
-  return 2;
+  return out == stderr ? 2 : 0;
 }
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  return false;
+}
+
 
 using Args = std::map<std::string, std::string>;
 
@@ -226,6 +232,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (asks_for_help(argc, argv)) return usage(stdout);
   std::map<std::string, std::string> args;
   for (int i = 1; i < argc; i += 2) {
     const std::string key = argv[i];

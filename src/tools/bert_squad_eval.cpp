@@ -4,6 +4,7 @@
 // without a no-answer probability file) compute them; prints the same JSON object.
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -25,9 +26,10 @@ nlohmann::json read_json(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: bert-squad-eval DATASET.json PREDICTIONS.json\n");
-    return 2;
+  const bool help = argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h");
+  if (help || argc != 3) {
+    std::fprintf(help ? stdout : stderr, "usage: bert-squad-eval DATASET.json PREDICTIONS.json\n");
+    return help ? 0 : 2;
   }
   try {
     std::printf("%s\n", bert::squad_evaluate(read_json(argv[1]), read_json(argv[2])).dump().c_str());

@@ -40,8 +40,8 @@ volatile sig_atomic_t stop_signal = 0;
 
 void on_stop_signal(int sig) { stop_signal = sig; }
 
-void usage() {
-  std::fprintf(stderr,
+void usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
                "                  [--resume | --overwrite] [--loss-log FILE] [--quiet]\n"
                "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
@@ -539,7 +539,7 @@ bool check_fresh_dirs(const Options& o) {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      usage();
+      usage(stdout);
       return 0;
     }
   }

@@ -1,0 +1,38 @@
+"""Every command-line tool answers --help with its usage on stdout and status 0, and a call it
+cannot parse (no arguments; an unknown option) with its usage on stderr and a non-zero status
+(never a crash or an error about a file named '--help')."""
+import os
+import subprocess
+
+import pytest
+
+from train_helpers import TOOLS
+
+TOOL_NAMES = ["bert-prep", "bert-train", "bert-bench", "bert-ckpt", "bert-finetune", "bert-predict",
+              "bert-squad-eval"]
+
+
+def tool(name):
+    path = os.path.join(TOOLS, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{name} is not built (BERT_BUILD_DIR)")
+    return path
+
+
+@pytest.mark.parametrize("name", TOOL_NAMES)
+def test_help_prints_usage_and_succeeds(name):
+    r = subprocess.run([tool(name), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert "usage: " + name in r.stdout, r.stdout
+
+
+# bert-bench without arguments runs its default benchmark, so it gets an unknown option instead.
+BAD_CALLS = {name: [] for name in TOOL_NAMES} | {"bert-bench": ["--no-such-option", "1"]}
+
+
+@pytest.mark.parametrize("name", TOOL_NAMES)
+def test_no_or_bad_arguments_fail_with_usage(name):
+    r = subprocess.run([tool(name)] + BAD_CALLS[name], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "usage" in r.stderr, r.stderr
+    assert r.returncode < 128, "killed by a signal"
