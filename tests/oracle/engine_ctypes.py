@@ -2,7 +2,7 @@
 
 The library comes from the environment variable BERT_LIB (meson sets it); `load_library()`
 returns None when it is unset or missing so tests can skip. Struct layouts mirror bert.h
-field by field and are always filled by the library's *_init functions first.
+field by field and are always filled by the library's *_init_sized functions first.
 """
 import ctypes
 import json
@@ -61,10 +61,10 @@ _SIGNATURES = {
     "bert_api_version": (ctypes.c_int, []),
     "bert_status_string": (ctypes.c_char_p, [ctypes.c_int]),
     "bert_last_error": (ctypes.c_char_p, []),
-    "bert_dist_init": (None, [ctypes.POINTER(Dist)]),
-    "bert_batch_init": (None, [ctypes.POINTER(Batch)]),
-    "bert_step_result_init": (None, [ctypes.POINTER(StepResult)]),
-    "bert_eval_result_init": (None, [ctypes.POINTER(EvalResult)]),
+    "bert_dist_init_sized": (None, [ctypes.POINTER(Dist), ctypes.c_size_t]),
+    "bert_batch_init_sized": (None, [ctypes.POINTER(Batch), ctypes.c_size_t]),
+    "bert_step_result_init_sized": (None, [ctypes.POINTER(StepResult), ctypes.c_size_t]),
+    "bert_eval_result_init_sized": (None, [ctypes.POINTER(EvalResult), ctypes.c_size_t]),
     "bert_session_create": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(Dist), ctypes.POINTER(ctypes.c_void_p)]),
     "bert_session_destroy": (None, [ctypes.c_void_p]),
     "bert_session_config": (ctypes.c_char_p, [ctypes.c_void_p]),
@@ -122,9 +122,9 @@ def _check(call, status):
 
 
 def _initialised(struct_type, init_name):
-    """A struct filled by the library's init function; its struct_size must equal ours."""
+    """A struct filled by the library's sized init function; its struct_size must equal ours."""
     value = struct_type()
-    getattr(_lib_or_raise(), init_name)(ctypes.byref(value))
+    getattr(_lib_or_raise(), init_name + "_sized")(ctypes.byref(value), ctypes.sizeof(struct_type))
     if value.struct_size != ctypes.sizeof(struct_type):
         raise RuntimeError(f"{init_name}: library struct_size {value.struct_size} != "
                            f"ctypes layout {ctypes.sizeof(struct_type)}; engine_ctypes.py is out of date")
