@@ -8,15 +8,19 @@ namespace bert::kernels {
 namespace {
 
 // g = grad·grad_scale; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
-// update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay · param.
+// update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay · param. With partials, also the chunk's
+// Σ param² and Σ update² (the same per-thread order and block sum as sumsq_partials_kernel).
 __global__ void adam_direction_kernel(float* update, float* m, float* v, const float* grad,
-                                      const float* param, SegmentTable table, AdamStepArgs args) {
+                                      const float* param, SegmentTable table, AdamStepArgs args,
+                                      double* partials) {
+  __shared__ double shared[32];
   const int64_t c = blockIdx.x;
   const int s = segment_of_chunk(table.chunk_start, table.segments, c);
   const int64_t begin = (c - table.chunk_start[s]) * kSegmentChunk;
   const int64_t end = min(table.size[s], begin + kSegmentChunk);
   const int64_t base = table.offset[s];
   const float wd = table.value[s];
+  double p_sq = 0.0, u_sq = 0.0;
   for (int64_t i = base + begin + threadIdx.x; i < base + end; i += blockDim.x) {
     // Explicitly rounded operations (no FMA contraction) in the CPU's order: the same bits.
     const float g = __fmul_rn(grad[i], args.grad_scale);
@@ -26,8 +30,18 @@ __global__ void adam_direction_kernel(float* update, float* m, float* v, const f
     m[i] = mi;
     v[i] = vi;
     const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, args.bias_correction2)), args.eps);
-    update[i] = __fadd_rn(__fdiv_rn(__fdiv_rn(mi, args.bias_correction1), denom),
-                          __fmul_rn(wd, param[i]));
+    const double p = param[i];
+    const float u = __fadd_rn(__fdiv_rn(__fdiv_rn(mi, args.bias_correction1), denom), __fmul_rn(wd, param[i]));
+    update[i] = u;
+    p_sq += p * p;
+    u_sq += double(u) * u;
+  }
+  if (partials == nullptr) return;
+  p_sq = block_sum(p_sq, shared);
+  u_sq = block_sum(u_sq, shared);
+  if (threadIdx.x == 0) {
+    partials[c] = p_sq;
+    partials[table.chunks + c] = u_sq;
   }
 }
 
@@ -56,11 +70,12 @@ void check_chunks(const SegmentTable& table, const char* op) {
 }  // namespace
 
 void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
-                    const SegmentTable& table, const AdamStepArgs& args, cudaStream_t stream) {
+                    const SegmentTable& table, const AdamStepArgs& args, double* sumsq_partials,
+                    cudaStream_t stream) {
   if (table.chunks == 0) return;
   check_chunks(table, "adam_direction");
   adam_direction_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(
-      update, m, v, grad, param, table, args);
+      update, m, v, grad, param, table, args, sumsq_partials);
   CUDA_CHECK(cudaGetLastError());
 }
 

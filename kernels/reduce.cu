@@ -54,12 +54,15 @@ __global__ void sumsq_partials_kernel(double* partials, const float* x, SegmentT
   if (threadIdx.x == 0) partials[c] = acc;
 }
 
-__global__ void sumsq_finish_kernel(double* out, const double* partials, SegmentTable table) {
-  const int s = blockIdx.x * blockDim.x + threadIdx.x;
-  if (s >= table.segments) return;
+__global__ void partials_finish_kernel(double* out, const double* partials, SegmentTable table, int sets) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(sets) * table.segments) return;
+  const int64_t set = i / table.segments;
+  const int s = static_cast<int>(i - set * table.segments);
+  const double* set_partials = partials + set * table.chunks;
   double total = 0.0;
-  for (int64_t c = table.chunk_start[s]; c < table.chunk_start[s + 1]; ++c) total += partials[c];
-  out[s] = total;
+  for (int64_t c = table.chunk_start[s]; c < table.chunk_start[s + 1]; ++c) total += set_partials[c];
+  out[i] = total;
 }
 
 }  // namespace
@@ -90,8 +93,15 @@ void segment_sumsq(double* out, const float* x, const SegmentTable& table, doubl
         partials, x, table);
     CUDA_CHECK(cudaGetLastError());
   }
-  sumsq_finish_kernel<<<static_cast<unsigned>(ceil_div(table.segments, kThreads)), kThreads, 0,
-                        stream>>>(out, partials, table);
+  segment_partials_finish(out, partials, table, 1, stream);
+}
+
+void segment_partials_finish(double* out, const double* partials, const SegmentTable& table, int sets,
+                             cudaStream_t stream) {
+  if (table.segments == 0 || sets == 0) return;
+  const int64_t n = int64_t(sets) * table.segments;
+  partials_finish_kernel<<<static_cast<unsigned>(ceil_div(n, kThreads)), kThreads, 0, stream>>>(
+      out, partials, table, sets);
   CUDA_CHECK(cudaGetLastError());
 }
 

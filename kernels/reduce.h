@@ -63,5 +63,9 @@ inline SegmentTable segment_table_at(const int64_t* words, const float* values, 
 // partials summed in chunk order (deterministic; no atomics).
 void segment_sumsq(double* out, const float* x, const SegmentTable& table, double* partials,
                    cudaStream_t stream);
+// The second half of such a reduction for `sets` sets of per-chunk partials laid back to back
+// ([sets, chunks]): out[k·S + s] = Σ partials[k·chunks + c] over segment s's chunks, in chunk order.
+void segment_partials_finish(double* out, const double* partials, const SegmentTable& table, int sets,
+                             cudaStream_t stream);
 
 }  // namespace bert::kernels

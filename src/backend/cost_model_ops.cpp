@@ -711,12 +711,25 @@ void CostModelOps::segment_sumsq_impl(double* host_out, const float* x, const st
 }
 
 void CostModelOps::adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
-                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args) {
-  if (inner_) inner_->adam_direction(update, m, v, grad, param, segs, args);
+                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
+                                       double* host_sumsq) {
+  if (inner_) inner_->adam_direction(update, m, v, grad, param, segs, args, host_sumsq);
+  else if (host_sumsq) std::fill(host_sumsq, host_sumsq + 2 * segs.size(), 0.0);
   if (segs.empty()) return;
   segment_table("adam_direction", segs);
   const double n = static_cast<double>(total_elems(segs));
-  add("adam_direction", "optimizer", 15 * n, 16 * n, 12 * n);
+  if (!host_sumsq) {
+    add("adam_direction", "optimizer", 15 * n, 16 * n, 12 * n);
+    return;
+  }
+  // The sums of squares of param and update ride along: two block sums per chunk into 2 · chunks
+  // partials, then one launch sums each segment's partials and the host waits for the 2S sums.
+  const double chunks = static_cast<double>(segment_chunks(segs)), S = static_cast<double>(segs.size());
+  add("adam_direction", "optimizer", 19 * n, 16 * n, 12 * n + 16 * chunks);
+  add("adam_direction", "optimizer", 2 * chunks, 16 * chunks + 8 * (S + 1), 16 * S);
+  KernelCost& k = add("adam_direction", "host copy", 0, 0, 0);
+  k.host_bytes = 16 * S;
+  k.host_wait = true;
 }
 
 void CostModelOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,

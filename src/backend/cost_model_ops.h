@@ -114,7 +114,8 @@ class CostModelOps final : public Ops {
                          int64_t M, int V, int ld, float grad_scale) override;
   void segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
   void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
-                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
+                           double* host_sumsq) override;
   void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                          const std::vector<float>& host_scale) override;
   void scale_impl(float* x, float a, int64_t n) override;

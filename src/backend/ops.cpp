@@ -159,9 +159,9 @@ void Ops::segment_sumsq(double* host_out, const float* x, const std::vector<Para
 }
 
 void Ops::adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
-                         const std::vector<ParamSegment>& segs, const AdamStepArgs& args) {
+                         const std::vector<ParamSegment>& segs, const AdamStepArgs& args, double* host_sumsq) {
   check_segments("adam_direction", segs);
-  adam_direction_impl(update, m, v, grad, param, segs, args);
+  adam_direction_impl(update, m, v, grad, param, segs, args, host_sumsq);
 }
 
 void Ops::apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,

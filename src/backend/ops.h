@@ -156,9 +156,12 @@ class Ops {
                      const std::vector<ParamSegment>& segs);
   // Per element of each segment: g = grad·grad_scale; m = β1 m + (1-β1) g;
   // v = β2 v + (1-β2) g²; update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay_s · param.
+  // With host_sumsq (2 · segments doubles, host memory) the same pass also gives what LAMB's trust
+  // ratios need: host_sumsq[s] = Σ param² and host_sumsq[S + s] = Σ update² over segment s,
+  // equal to segment_sumsq of param and of the new update (same chunks, same summation order).
   void adam_direction(float* update, float* m, float* v, const float* grad,
                       const float* param, const std::vector<ParamSegment>& segs,
-                      const AdamStepArgs& args);
+                      const AdamStepArgs& args, double* host_sumsq = nullptr);
   // param -= host_scale[s] · update over each segment s.
   void apply_update(float* param, const float* update,
                     const std::vector<ParamSegment>& segs,
@@ -213,7 +216,7 @@ class Ops {
                                   const std::vector<ParamSegment>& segs) = 0;
   virtual void adam_direction_impl(float* update, float* m, float* v, const float* grad,
                                    const float* param, const std::vector<ParamSegment>& segs,
-                                   const AdamStepArgs& args) = 0;
+                                   const AdamStepArgs& args, double* host_sumsq) = 0;
   virtual void apply_update_impl(float* param, const float* update,
                                  const std::vector<ParamSegment>& segs,
                                  const std::vector<float>& host_scale) = 0;

@@ -107,8 +107,9 @@ void ProfilingOps::segment_sumsq_impl(double* host_out, const float* x, const st
   timed("segment_sumsq", [&] { inner_->segment_sumsq(host_out, x, segs); });
 }
 void ProfilingOps::adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
-                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args) {
-  timed("adam_direction", [&] { inner_->adam_direction(update, m, v, grad, param, segs, args); });
+                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
+                                       double* host_sumsq) {
+  timed("adam_direction", [&] { inner_->adam_direction(update, m, v, grad, param, segs, args, host_sumsq); });
 }
 void ProfilingOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                                      const std::vector<float>& host_scale) {

@@ -71,14 +71,19 @@ OptimizerResult Optimizer::step(float* all_params, const float* all_grads, doubl
     args.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), static_cast<double>(t)));
   }
   args.grad_scale = static_cast<float>(grad_scale / clip);
-  ops_.adam_direction(update_, m_, v_, grads, params, segs_, args);
+  const bool lamb = config_.name == "lamb";
+  // LAMB: ‖p‖² and ‖u‖² per segment from the direction's own pass (p: [0, S), u: [S, 2S)).
+  std::vector<double> seg_sums(lamb ? 2 * segs_.size() : 0);
+  ops_.adam_direction(update_, m_, v_, grads, params, segs_, args, lamb ? seg_sums.data() : nullptr);
 
   std::vector<float> scale(segs_.size(), static_cast<float>(lr));
-  if (config_.name == "lamb") {
-    // ‖p‖² and ‖u‖² per tensor in one vector (p: [0, tensors), u: [tensors, 2 tensors)).
-    std::vector<double> sums = tensor_sums(params);
-    const std::vector<double> u_sq = tensor_sums(update_);
-    sums.insert(sums.end(), u_sq.begin(), u_sq.end());
+  if (lamb) {
+    // Per tensor in one vector (p: [0, tensors), u: [tensors, 2 tensors)).
+    std::vector<double> sums(2 * tensors_, 0.0);
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      sums[tensor_of_[s]] += seg_sums[s];
+      sums[tensors_ + tensor_of_[s]] += seg_sums[segs_.size() + s];
+    }
     if (sum_across_shards_) sum_across_shards_(sums.data(), static_cast<int64_t>(sums.size()));
     for (size_t s = 0; s < segs_.size(); ++s) {
       if (segs_[s].weight_decay == 0.0f && !config_.nvlamb) continue;

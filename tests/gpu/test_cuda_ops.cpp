@@ -569,11 +569,29 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
   args.bias_correction1 = 1.0f - std::pow(0.9f, 3.0f);
   args.bias_correction2 = 1.0f - std::pow(0.999f, 3.0f);
   args.grad_scale = 0.25f;
+  const std::vector<float> m0 = m.cpu_values(), v0_copy = v.cpu_values();
   cpu->adam_direction(update.c, m.c, v.c, grad.c, param.c, segs, args);
   gpu->adam_direction(update.g, m.g, v.g, grad.g, param.g, segs, args);
   expect_close(m, {1e-6, 1e-9}, "adam m");
   expect_close(v, {1e-6, 1e-12}, "adam v");
   expect_close(update, {1e-5, 1e-6}, "adam update");
+  // LAMB's sums of squares from the same pass (from the same m, v again): bitwise the GPU's
+  // segment_sumsq of param and of the update, and within 1e-10 of the CPU's.
+  {
+    Twin<float> m2(*cpu, *gpu, m0), v2(*cpu, *gpu, v0_copy), update2(*cpu, *gpu, n);
+    std::vector<double> fused_gpu(2 * segs.size()), fused_cpu(2 * segs.size()), p_sq(segs.size()), u_sq(segs.size());
+    gpu->adam_direction(update2.g, m2.g, v2.g, grad.g, param.g, segs, args, fused_gpu.data());
+    cpu->adam_direction(update2.c, m2.c, v2.c, grad.c, param.c, segs, args, fused_cpu.data());
+    gpu->segment_sumsq(p_sq.data(), param.g, segs);
+    gpu->segment_sumsq(u_sq.data(), update2.g, segs);
+    for (size_t s = 0; s < segs.size(); ++s) {
+      EXPECT_EQ(std::memcmp(&fused_gpu[s], &p_sq[s], sizeof(double)), 0) << "param, segment " << s;
+      EXPECT_EQ(std::memcmp(&fused_gpu[segs.size() + s], &u_sq[s], sizeof(double)), 0) << "update, segment " << s;
+      for (size_t k : {s, segs.size() + s})
+        EXPECT_NEAR(fused_gpu[k], fused_cpu[k], 1e-10 * std::max(1.0, fused_cpu[k])) << "sum " << k;
+    }
+    expect_close(update2, {1e-5, 1e-6}, "adam update with sums");
+  }
   const std::vector<float> scales = {0.5f, 2.0f, 0.001f, 1.0f, 0.1f};
   std::vector<float> update_host = update.cpu_values();
   gpu->upload(update.g, update_host.data(), update_host.size() * sizeof(float));

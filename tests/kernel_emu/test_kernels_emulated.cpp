@@ -201,7 +201,7 @@ TEST_F(EmulatedKernels, OptimizerKernelsMatchTheCpu) {
   for (const ParamSegment& s : segs) decay.push_back(s.weight_decay);
   table = host.table(segs, decay);
   kernels::adam_direction(update.data(), m.data(), v.data(), grad.data(), param.data(), table,
-                          args, nullptr);
+                          args, nullptr, nullptr);
   cpu->adam_direction(e_update.data(), e_m.data(), e_v.data(), grad.data(), param.data(), segs,
                       args);
   expect_close(m, e_m, 1e-7, 1e-6, "adam m");

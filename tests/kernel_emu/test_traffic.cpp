@@ -136,8 +136,9 @@ class EmulatorTrafficOps final : public Ops {
     count("segment_sumsq", [&] { inner_->segment_sumsq(out, x, segs); });
   }
   void adam_direction_impl(float* u, float* m, float* v, const float* g, const float* p,
-                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override {
-    count("adam_direction", [&] { inner_->adam_direction(u, m, v, g, p, segs, args); });
+                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
+                           double* sumsq) override {
+    count("adam_direction", [&] { inner_->adam_direction(u, m, v, g, p, segs, args, sumsq); });
   }
   void apply_update_impl(float* p, const float* u, const std::vector<ParamSegment>& segs,
                          const std::vector<float>& scales) override {

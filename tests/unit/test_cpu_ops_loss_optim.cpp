@@ -181,6 +181,20 @@ TEST(CpuOptimizer, AdamDirectionAndApplyUpdateFollowTheFormula) {
     EXPECT_EQ(m[gap], random_floats(kBufferSize, 33, -0.1f, 0.1f)[gap]) << "gap element " << gap;
   }
 
+  // LAMB's sums of squares from the same pass: bitwise what segment_sumsq gives.
+  std::vector<float> m2 = random_floats(kBufferSize, 33, -0.1f, 0.1f), v2 = random_floats(kBufferSize, 34, 0.0f, 0.01f);
+  std::vector<float> update2(kBufferSize, 0.0f);
+  std::vector<double> fused(2 * segs.size()), p_sq(segs.size()), u_sq(segs.size());
+  ops->adam_direction(update2.data(), m2.data(), v2.data(), grad.data(), param.data(), segs, args, fused.data());
+  EXPECT_EQ(update2, update);
+  EXPECT_EQ(m2, m);
+  ops->segment_sumsq(p_sq.data(), param.data(), segs);
+  ops->segment_sumsq(u_sq.data(), update.data(), segs);
+  for (size_t s = 0; s < segs.size(); ++s) {
+    EXPECT_EQ(fused[s], p_sq[s]) << "param, segment " << s;
+    EXPECT_EQ(fused[segs.size() + s], u_sq[s]) << "update, segment " << s;
+  }
+
   const std::vector<float> scales = {0.1f, -2.0f, 5.0f, 0.5f};
   std::vector<float> p = param;
   ops->apply_update(p.data(), update.data(), segs, scales);

@@ -94,7 +94,8 @@ class CpuOps final : public Ops {
   void segment_sumsq_impl(double* host_out, const float* x,
                           const std::vector<ParamSegment>& segs) override;
   void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
-                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args) override;
+                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
+                           double* host_sumsq) override;
   void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                          const std::vector<float>& host_scale) override;
   void scale_impl(float* x, float a, int64_t n) override;
@@ -110,6 +111,16 @@ class CpuOps final : public Ops {
                                      std::vector<uint16_t>& scratch);
   // Fills seq_probs_offset_ with AttentionLayout::probs_offset for every sequence (+ total).
   void compute_probs_offsets(const AttentionLayout& layout, int heads);
+  // The fixed element chunks of the sums of squares: plan_sumsq_chunks fills sumsq_chunk_start_,
+  // sizes sumsq_partials_ for `sets` sets and returns the number of chunks; sumsq_chunk_at names
+  // chunk c's segment and range; finish_sumsq sums each set's partials per segment in chunk order.
+  struct SumsqChunk {
+    size_t segment;
+    int64_t begin, end;
+  };
+  int64_t plan_sumsq_chunks(const std::vector<ParamSegment>& segs, int sets);
+  SumsqChunk sumsq_chunk_at(const std::vector<ParamSegment>& segs, int64_t c) const;
+  void finish_sumsq(double* host_out, size_t segments, int sets) const;
 
   int threads_;
   bool bf16_gemm_inputs_;
@@ -128,7 +139,7 @@ class CpuOps final : public Ops {
   std::vector<float> attention_scratch_;     // [threads_, per-thread floats]
   std::vector<int64_t> seq_probs_offset_;    // [num_seqs + 1]
   std::vector<int64_t> sumsq_chunk_start_;   // [segments + 1], first global chunk per segment
-  std::vector<double> sumsq_partials_;       // [total chunks]
+  std::vector<double> sumsq_partials_;       // [sets, total chunks]
   std::vector<double> layernorm_partials_;   // residual_layernorm_bwd: [row chunks, 2N]
 };
 

@@ -1,6 +1,7 @@
 // Optimizer primitives on the CPU over segments of the flat parameter buffer: per-segment sums
 // of squares (double, fixed chunking and summation order, so identical for any thread count),
-// the Adam direction shared by LAMB and AdamW, the scaled parameter update, and scaling.
+// the Adam direction shared by LAMB and AdamW (with LAMB's sums of squares from the same pass),
+// the scaled parameter update, and scaling.
 #include <algorithm>
 #include <cmath>
 
@@ -23,7 +24,7 @@ double sumsq_chunk(const float* x, int64_t begin, int64_t end) {
 
 }  // namespace
 
-void CpuOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
+int64_t CpuOps::plan_sumsq_chunks(const std::vector<ParamSegment>& segs, int sets) {
   const size_t nseg = segs.size();
   sumsq_chunk_start_.resize(nseg + 1);
   int64_t total_chunks = 0;
@@ -32,34 +33,56 @@ void CpuOps::segment_sumsq_impl(double* host_out, const float* x, const std::vec
     total_chunks += (segs[s].size + kSumsqChunk - 1) / kSumsqChunk;
   }
   sumsq_chunk_start_[nseg] = total_chunks;
-  if (sumsq_partials_.size() < static_cast<size_t>(total_chunks)) sumsq_partials_.resize(total_chunks);
+  const size_t partials = static_cast<size_t>(sets * total_chunks);
+  if (sumsq_partials_.size() < partials) sumsq_partials_.resize(partials);
+  return total_chunks;
+}
+
+CpuOps::SumsqChunk CpuOps::sumsq_chunk_at(const std::vector<ParamSegment>& segs, int64_t c) const {
   const int64_t* chunk_start = sumsq_chunk_start_.data();
-#pragma omp parallel for schedule(dynamic, 16) num_threads(threads_) if (total_chunks > 1)
-  for (int64_t c = 0; c < total_chunks; ++c) {
-    const size_t s = static_cast<size_t>(
-        std::upper_bound(chunk_start, chunk_start + nseg + 1, c) - chunk_start - 1);
-    const int64_t begin = (c - chunk_start[s]) * kSumsqChunk;
-    const int64_t end = std::min(segs[s].size, begin + kSumsqChunk);
-    sumsq_partials_[c] = sumsq_chunk(x + segs[s].offset, begin, end);
-  }
-  for (size_t s = 0; s < nseg; ++s) {
-    double sum = 0.0;
-    for (int64_t c = chunk_start[s]; c < chunk_start[s + 1]; ++c) sum += sumsq_partials_[c];
-    host_out[s] = sum;
+  const size_t s = static_cast<size_t>(
+      std::upper_bound(chunk_start, chunk_start + segs.size() + 1, c) - chunk_start - 1);
+  const int64_t begin = (c - chunk_start[s]) * kSumsqChunk;
+  return {s, begin, std::min(segs[s].size, begin + kSumsqChunk)};
+}
+
+void CpuOps::finish_sumsq(double* host_out, size_t segments, int sets) const {
+  const int64_t total_chunks = sumsq_chunk_start_[segments];
+  for (int set = 0; set < sets; ++set) {
+    const double* partials = sumsq_partials_.data() + set * total_chunks;
+    for (size_t s = 0; s < segments; ++s) {
+      double sum = 0.0;
+      for (int64_t c = sumsq_chunk_start_[s]; c < sumsq_chunk_start_[s + 1]; ++c) sum += partials[c];
+      host_out[set * segments + s] = sum;
+    }
   }
 }
 
+void CpuOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
+  const int64_t total_chunks = plan_sumsq_chunks(segs, 1);
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads_) if (total_chunks > 1)
+  for (int64_t c = 0; c < total_chunks; ++c) {
+    const SumsqChunk k = sumsq_chunk_at(segs, c);
+    sumsq_partials_[c] = sumsq_chunk(x + segs[k.segment].offset, k.begin, k.end);
+  }
+  finish_sumsq(host_out, segs.size(), 1);
+}
+
+// In segment_sumsq's chunks, so the optional sums of squares (of the chunk just written, still in
+// cache) are computed exactly as segment_sumsq computes them.
 void CpuOps::adam_direction_impl(float* update, float* m, float* v, const float* grad,
                                  const float* param, const std::vector<ParamSegment>& segs,
-                                 const AdamStepArgs& args) {
+                                 const AdamStepArgs& args, double* host_sumsq) {
   const float b1 = args.beta1, b2 = args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
   const float bc1 = args.bias_correction1, bc2 = args.bias_correction2, eps = args.eps;
   const float grad_scale = args.grad_scale;
-#pragma omp parallel num_threads(threads_)
-  for (const ParamSegment& seg : segs) {
+  const int64_t total_chunks = plan_sumsq_chunks(segs, host_sumsq ? 2 : 1);
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads_) if (total_chunks > 1)
+  for (int64_t c = 0; c < total_chunks; ++c) {
+    const SumsqChunk k = sumsq_chunk_at(segs, c);
+    const ParamSegment& seg = segs[k.segment];
     const float wd = seg.weight_decay;
-#pragma omp for schedule(static) nowait
-    for (int64_t i = seg.offset; i < seg.offset + seg.size; ++i) {
+    for (int64_t i = seg.offset + k.begin; i < seg.offset + k.end; ++i) {
       const float g = grad[i] * grad_scale;
       const float mi = b1 * m[i] + one_minus_b1 * g;
       const float vi = b2 * v[i] + one_minus_b2 * g * g;
@@ -67,7 +90,12 @@ void CpuOps::adam_direction_impl(float* update, float* m, float* v, const float*
       v[i] = vi;
       update[i] = (mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * param[i];
     }
+    if (host_sumsq) {
+      sumsq_partials_[c] = sumsq_chunk(param + seg.offset, k.begin, k.end);
+      sumsq_partials_[total_chunks + c] = sumsq_chunk(update + seg.offset, k.begin, k.end);
+    }
   }
+  if (host_sumsq) finish_sumsq(host_sumsq, segs.size(), 2);
 }
 
 void CpuOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,

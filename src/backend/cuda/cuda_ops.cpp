@@ -273,12 +273,20 @@ void CudaOps::segment_sumsq_impl(double* host_out, const float* x,
 
 void CudaOps::adam_direction_impl(float* update, float* m, float* v, const float* grad,
                                   const float* param, const std::vector<ParamSegment>& segs,
-                                  const AdamStepArgs& args) {
+                                  const AdamStepArgs& args, double* host_sumsq) {
   if (segs.empty()) return;
   host_values_.resize(segs.size());
   for (size_t s = 0; s < segs.size(); ++s) host_values_[s] = segs[s].weight_decay;
   const kernels::SegmentTable table = upload_segments(segs, host_values_);
-  kernels::adam_direction(update, m, v, grad, param, table, args, stream_);
+  if (host_sumsq == nullptr) {
+    kernels::adam_direction(update, m, v, grad, param, table, args, nullptr, stream_);
+    return;
+  }
+  double* partials = partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(2 * table.chunks, 1)));
+  double* sums = sums_->get_as<double>(2 * segs.size());
+  kernels::adam_direction(update, m, v, grad, param, table, args, partials, stream_);
+  kernels::segment_partials_finish(sums, partials, table, 2, stream_);
+  download(host_sumsq, sums, 2 * segs.size() * sizeof(double));
 }
 
 void CudaOps::apply_update_impl(float* param, const float* update,
