@@ -234,6 +234,9 @@ struct CudaOptions {
   // Attention through cuDNN's fused scaled-dot-product attention instead of the reference
   // GEMM + softmax kernels (needs a build with cudnn-frontend; its dropout masks are cuDNN's).
   bool fused_attention = false;
+  // Tests: variable-length batches of the fused attention through cuDNN's padded graphs on
+  // padded copies (the path of GPUs without cuDNN's ragged backward) on Hopper-class GPUs too.
+  bool fused_attention_pad_varlen = false;
 };
 std::unique_ptr<Ops> make_cuda_ops(int device);
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options);

@@ -1,12 +1,23 @@
 // cuDNN fused attention (CudaOptions::fused_attention) against the CPU reference, dropout off,
-// on a padded batch (key_bias masks each sequence's tail) and a variable-length (packed) one:
+// on a padded batch (key_bias masks each sequence's tail) and variable-length (packed) ones:
 // ctx on every non-padding query row and the whole dqkv. dctx is zero on padded query rows, as
 // in the model (nothing reads those rows), so the reference's dqkv is zero there too.
+// Variable-length batches run through cuDNN's ragged graphs on Hopper and through padded copies
+// elsewhere; CudaOptions::fused_attention_pad_varlen forces the padded copies, so on an H100
+// both paths are checked, on layouts with sequences of 1 token, lengths on both sides of the
+// 64-token padding quantum and masked tails inside packed sequences.
 // Tolerances: Q, K, V, O and dO are rounded to the I/O type (relative 2^-9 for bf16, 2^-12 for
 // fp16) and flash attention feeds P to the P·V product in that type, so with head_dim 64 and
 // |ctx| ~ 0.5 the errors are a few such roundings: bf16 2e-2 abs + 2e-2 rel on ctx and 4e-2 +
-// 4e-2 on dqkv (|dqkv| ~ 1); fp16 4e-3 + 4e-3 and 8e-3 + 8e-3. Skips where the build has no
-// cudnn-frontend.
+// 4e-2 on dqkv (|dqkv| ~ 1); fp16 4e-3 + 4e-3 and 8e-3 + 8e-3.
+// With dropout (cuDNN's own masks, so no reference to compare with): the same site repeats its
+// mask, another step draws another, and the backward uses the forward's mask, checked per
+// (sequence, head) by the identity <ctx, dctx> = <V, dV> (both are sum_ij dropout(P)_ij V_j·dctx_i).
+// Its tolerance, 3e-2 of the two sides' root-sum-square of terms, comes from a PyTorch
+// simulation of bf16 rounding (P, O and dV rounded; these layouts): worst 4.5e-3 with the
+// forward's mask; with an independent mask at least 3 blocks beyond 3e-2 in every one of 20
+// draws. The check itself is tested on the CPU backend (same mask passes, another step fails).
+// Skips where the build has no cudnn-frontend.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,47 +84,154 @@ struct Case {
   std::vector<int> valid;  // valid (unmasked) leading tokens per sequence
 };
 
+// A packed (variable-length) layout of these sequence lengths; valid defaults to the lengths.
+Case packed_case(std::string name, const std::vector<int>& lengths, std::vector<int> valid = {}) {
+  Case c{std::move(name), {}, valid.empty() ? lengths : std::move(valid)};
+  c.layout.seq_start = {0};
+  for (int len : lengths) c.layout.seq_start.push_back(c.layout.seq_start.back() + len);
+  return c;
+}
+
 std::vector<Case> cases() {
   Case padded{"padded", {}, {64, 40, 17}};
   padded.layout.seq_start = {0, 64, 128, 192};
-  Case packed{"variable-length", {}, {50, 3, 67, 128}};
-  packed.layout.seq_start = {0, 50, 53, 120, 248};
-  return {padded, packed};
+  return {padded, packed_case("variable-length", {50, 3, 67, 128})};
 }
 
-void compare(const Case& c, Ops& cpu, Ops& gpu, Tolerance ctx_tol, Tolerance grad_tol,
-             const std::string& dtype) {
+// Variable-length layouts: lengths 1, 63, 64, 65 and 127 around the 64-token quantum that the
+// padded copies round the longest sequence up to, a batch inside one quantum, masked tails.
+std::vector<Case> varlen_cases() {
+  return {packed_case("variable-length", {50, 3, 67, 128}),
+          packed_case("lengths 1..127", {1, 64, 65, 127, 2}),
+          packed_case("one quantum", {1, 33, 5, 63, 20, 64, 1, 9}),
+          packed_case("masked tails", {70, 20, 100}, {60, 20, 1})};
+}
+
+// key_bias (-10000 on masked keys) and which tokens are valid, for a case.
+void masks(const Case& c, std::vector<float>& bias, std::vector<bool>& valid) {
   const AttentionLayout& layout = c.layout;
-  const int64_t T = layout.total_tokens();
-  std::vector<float> bias(T, 0.0f);
-  std::vector<bool> valid(T, false);
+  bias.assign(layout.total_tokens(), 0.0f);
+  valid.assign(layout.total_tokens(), false);
   for (int b = 0; b < layout.num_seqs(); ++b)
     for (int t = layout.seq_start[b]; t < layout.seq_start[b + 1]; ++t) {
       valid[t] = t - layout.seq_start[b] < c.valid[b];
       if (!valid[t]) bias[t] = -10000.0f;
     }
-  std::vector<float> dctx_host = randn(T * kH, 12, 1.0f);
-  for (int64_t t = 0; t < T; ++t)
-    if (!valid[t]) std::fill_n(dctx_host.begin() + t * kH, kH, 0.0f);
-  const std::vector<float> qkv_host = randn(T * 3 * kH, 11, 0.7f);
-  const size_t probs = static_cast<size_t>(layout.probs_elems(kHeads));
+}
+
+// dctx [T, H] of the given seed, zero on padded query rows (as in the model).
+std::vector<float> grad_output(const Case& c, uint32_t seed) {
+  std::vector<float> bias;
+  std::vector<bool> valid;
+  masks(c, bias, valid);
+  std::vector<float> dctx = randn(valid.size() * kH, seed, 1.0f);
+  for (size_t t = 0; t < valid.size(); ++t)
+    if (!valid[t]) std::fill_n(dctx.begin() + t * kH, kH, 0.0f);
+  return dctx;
+}
+
+// One forward (site fwd) and backward (site bwd) on `ops`: ctx and dqkv.
+void run_attention(Ops& ops, const Case& c, const std::vector<float>& qkv_host,
+                   const std::vector<float>& dctx_host, const DropoutSite& fwd,
+                   const DropoutSite& bwd, std::vector<float>& ctx, std::vector<float>& dqkv) {
+  const AttentionLayout& layout = c.layout;
+  const int64_t T = layout.total_tokens();
+  std::vector<float> bias;
+  std::vector<bool> valid;
+  masks(c, bias, valid);
+  Buffer qkv(ops, qkv_host), key_bias(ops, bias), dctx(ops, dctx_host);
+  Buffer out(ops, T * kH), p(ops, layout.probs_elems(kHeads)), grad(ops, randn(T * 3 * kH, 13, 1.0f));
+  ops.attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, layout, kHeads, kHeadDim, fwd);
+  ops.attention_bwd(grad.ptr, dctx.ptr, qkv.ptr, p.ptr, layout, kHeads, kHeadDim, bwd);
+  ctx = out.values();
+  dqkv = grad.values();
+}
+
+void compare(const Case& c, Ops& cpu, Ops& gpu, Tolerance ctx_tol, Tolerance grad_tol,
+             const std::string& dtype) {
+  const int64_t T = c.layout.total_tokens();
+  std::vector<float> bias;
+  std::vector<bool> valid;
+  masks(c, bias, valid);
+  const std::vector<float> dctx = grad_output(c, 12), qkv = randn(T * 3 * kH, 11, 0.7f);
   std::vector<float> ctx[2], dqkv[2];
   Ops* backends[2] = {&cpu, &gpu};
-  for (int i = 0; i < 2; ++i) {
-    Ops& ops = *backends[i];
-    Buffer qkv(ops, qkv_host), key_bias(ops, bias), dctx(ops, dctx_host);
-    Buffer out(ops, T * kH), p(ops, probs), grad(ops, randn(T * 3 * kH, 13, 1.0f));
-    ops.attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, layout, kHeads, kHeadDim,
-                      DropoutSite{});
-    ops.attention_bwd(grad.ptr, dctx.ptr, qkv.ptr, p.ptr, layout, kHeads, kHeadDim,
-                      DropoutSite{});
-    ctx[i] = out.values();
-    dqkv[i] = grad.values();
-  }
+  for (int i = 0; i < 2; ++i)
+    run_attention(*backends[i], c, qkv, dctx, DropoutSite{}, DropoutSite{}, ctx[i], dqkv[i]);
   const std::string label = dtype + " " + c.name;
   expect_rows_close(ctx[0], ctx[1], kH, valid, ctx_tol, label + " ctx");
   expect_rows_close(dqkv[0], dqkv[1], 3 * kH, std::vector<bool>(T, true), grad_tol,
                     label + " dqkv");
+}
+
+// (Sequence, head) blocks where <ctx, dctx> and <V, dV> differ by more than `tol` of the sum of
+// the two sides' root-sum-squares of terms: blocks whose backward did not use the forward's
+// dropout mask. Prints the worst relative difference.
+int mask_mismatches(const Case& c, const std::vector<float>& qkv, const std::vector<float>& ctx,
+                    const std::vector<float>& dctx, const std::vector<float>& dqkv, double tol,
+                    const std::string& what) {
+  int bad = 0;
+  double worst = 0.0;
+  for (int b = 0; b < c.layout.num_seqs(); ++b)
+    for (int h = 0; h < kHeads; ++h) {
+      double out = 0.0, in = 0.0, out_sq = 0.0, in_sq = 0.0;
+      for (int t = c.layout.seq_start[b]; t < c.layout.seq_start[b + 1]; ++t)
+        for (int d = h * kHeadDim; d < (h + 1) * kHeadDim; ++d) {
+          const double o = static_cast<double>(ctx[t * kH + d]) * dctx[t * kH + d];
+          const double v = static_cast<double>(qkv[t * 3 * kH + 2 * kH + d]) *
+                           dqkv[t * 3 * kH + 2 * kH + d];
+          out += o;
+          in += v;
+          out_sq += o * o;
+          in_sq += v * v;
+        }
+      const double scale = std::sqrt(out_sq) + std::sqrt(in_sq);
+      const double rel = scale > 0.0 ? std::fabs(out - in) / scale : 0.0;
+      worst = std::max(worst, rel);
+      if (rel > tol) ++bad;
+    }
+  std::printf("[ info ] %s: <ctx, dctx> vs <V, dV>: worst relative difference %.3g, %d blocks "
+              "beyond %.3g\n", what.c_str(), worst, bad, tol);
+  return bad;
+}
+
+constexpr double kMaskTolerance = 3e-2;
+
+// The fused dropout checks on one layout: the same site repeats its mask, another step draws
+// another, the backward uses the forward's mask, and a backward needs its forward.
+void check_dropout(Ops& gpu, const Case& c, const std::string& label) {
+  const int64_t T = c.layout.total_tokens();
+  std::vector<float> bias;
+  std::vector<bool> valid;
+  masks(c, bias, valid);
+  const std::vector<float> qkv_host = randn(T * 3 * kH, 21, 0.7f);
+  Buffer qkv(gpu, qkv_host), key_bias(gpu, bias), out(gpu, T * kH);
+  Buffer p(gpu, c.layout.probs_elems(kHeads)), never_used(gpu, c.layout.probs_elems(kHeads));
+  auto run = [&](uint64_t step) {
+    gpu.attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, c.layout, kHeads, kHeadDim,
+                      DropoutSite{5, step, 9, 0.1f});
+    return out.values();
+  };
+  const std::vector<float> a = run(1), b = run(1), other = run(2);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+      << label << ": the same dropout site must give the same mask";
+  EXPECT_NE(a, other) << label << ": another step must draw another mask";
+  const std::vector<float> dctx_host = grad_output(c, 22);
+  Buffer dctx(gpu, dctx_host), dqkv(gpu, T * 3 * kH);
+  gpu.attention_bwd(dqkv.ptr, dctx.ptr, qkv.ptr, p.ptr, c.layout, kHeads, kHeadDim,
+                    DropoutSite{5, 2, 9, 0.1f});
+  const std::vector<float> grads = dqkv.values();
+  for (float g : grads) ASSERT_TRUE(std::isfinite(g)) << label;
+  EXPECT_EQ(mask_mismatches(c, qkv_host, other, dctx_host, grads, kMaskTolerance, label), 0)
+      << label << ": the backward must use the forward's dropout mask";
+  try {
+    gpu.attention_bwd(dqkv.ptr, dctx.ptr, qkv.ptr, never_used.ptr, c.layout, kHeads, kHeadDim,
+                      DropoutSite{});
+    FAIL() << label << ": a backward without its forward must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("no forward output"), std::string::npos) << e.what();
+  }
 }
 
 class FusedAttention : public ::testing::Test {
@@ -135,32 +253,46 @@ TEST_F(FusedAttention, Fp16MatchesTheReferencePaddedAndVariableLength) {
   for (const Case& c : cases()) compare(c, *cpu, *gpu, {4e-3, 4e-3}, {8e-3, 8e-3}, "fp16");
 }
 
+// Both variable-length paths: this GPU's own (ragged graphs on Hopper, padded copies elsewhere)
+// and the padded copies forced.
+TEST_F(FusedAttention, VariableLengthLayoutsMatchTheReferenceRaggedAndPadded) {
+  for (bool pad : {false, true}) {
+    const std::string path = pad ? " (padded copies)" : " (this GPU's path)";
+    auto bf16 = make_cuda_ops(0, CudaOptions{"bf16", true, pad});
+    auto fp16 = make_cuda_ops(0, CudaOptions{"fp16", true, pad});
+    for (const Case& c : varlen_cases()) {
+      compare(c, *cpu, *bf16, {2e-2, 2e-2}, {4e-2, 4e-2}, "bf16" + path);
+      compare(c, *cpu, *fp16, {4e-3, 4e-3}, {8e-3, 8e-3}, "fp16" + path);
+    }
+  }
+}
+
 TEST_F(FusedAttention, DropoutIsRepeatablePerSiteAndBackwardNeedsItsForward) {
   auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true});
-  const Case c = cases()[0];
-  const int64_t T = c.layout.total_tokens();
-  Buffer qkv(*gpu, randn(T * 3 * kH, 21, 0.7f)), key_bias(*gpu, T), out(*gpu, T * kH);
-  Buffer p(*gpu, c.layout.probs_elems(kHeads)), never_used(*gpu, c.layout.probs_elems(kHeads));
-  auto run = [&](uint64_t step) {
-    gpu->attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, c.layout, kHeads, kHeadDim,
-                       DropoutSite{5, step, 9, 0.1f});
-    return out.values();
-  };
-  const std::vector<float> a = run(1), b = run(1), other = run(2);
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
-      << "the same dropout site must give the same mask";
-  EXPECT_NE(a, other) << "another step must draw another mask";
-  Buffer dctx(*gpu, randn(T * kH, 22, 1.0f)), dqkv(*gpu, T * 3 * kH);
-  gpu->attention_bwd(dqkv.ptr, dctx.ptr, qkv.ptr, p.ptr, c.layout, kHeads, kHeadDim,
-                     DropoutSite{5, 2, 9, 0.1f});
-  for (float g : dqkv.values()) ASSERT_TRUE(std::isfinite(g));
-  try {
-    gpu->attention_bwd(dqkv.ptr, dctx.ptr, qkv.ptr, never_used.ptr, c.layout, kHeads, kHeadDim,
-                       DropoutSite{});
-    FAIL() << "a backward without its forward must be refused";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("no forward output"), std::string::npos) << e.what();
+  check_dropout(*gpu, cases()[0], "padded");
+}
+
+TEST_F(FusedAttention, DropoutOnVariableLengthLayoutsRaggedAndPadded) {
+  for (bool pad : {false, true}) {
+    auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true, pad});
+    for (const Case& c : varlen_cases())
+      check_dropout(*gpu, c, c.name + (pad ? " (padded copies)" : " (this GPU's path)"));
+  }
+}
+
+// The mask check itself, on the CPU reference: its backward regenerates the forward's mask from
+// the site, so the identity holds to fp32 rounding; a backward at another step uses another mask
+// and must be caught.
+TEST_F(FusedAttention, MaskCheckCatchesABackwardWithAnotherMask) {
+  for (const Case& c : varlen_cases()) {
+    const int64_t T = c.layout.total_tokens();
+    const std::vector<float> qkv = randn(T * 3 * kH, 21, 0.7f), dctx = grad_output(c, 22);
+    std::vector<float> ctx, dqkv;
+    const DropoutSite site{5, 1, 9, 0.1f}, other{5, 2, 9, 0.1f};
+    run_attention(*cpu, c, qkv, dctx, site, site, ctx, dqkv);
+    EXPECT_EQ(mask_mismatches(c, qkv, ctx, dctx, dqkv, 1e-5, c.name + " cpu, same mask"), 0);
+    run_attention(*cpu, c, qkv, dctx, site, other, ctx, dqkv);
+    EXPECT_GE(mask_mismatches(c, qkv, ctx, dctx, dqkv, kMaskTolerance, c.name + " cpu, another mask"), 1);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "cuda_emu.h"
 #include "kernels/activation.h"
 #include "kernels/attention_lengths.h"
+#include "kernels/attention_padding.h"
 #include "kernels/attention_softmax.h"
 #include "kernels/cast.h"
 #include "kernels/dropout.h"
@@ -375,6 +376,59 @@ TEST_F(EmulatedKernels, SequenceLengthsCountLeadingUnmaskedKeys) {
   std::vector<int32_t> lengths(4, -1);
   kernels::attention_seq_lengths(lengths.data(), seq_start.data(), key_bias.data(), 4, nullptr);
   expect_equal(lengths, std::vector<int32_t>{2, 0, 8, 18}, "attention_seq_lengths");
+}
+
+// The fused attention's padded copies of a packed batch: every padded row written (the cast of its
+// packed row, or 0 after the sequence), and back. Lengths 1, 63, 64, 65 and 0 around the padded
+// length 128 (the longest, 65, rounded up to 64); widths 24 (groups of 8) and 12 (one element per
+// thread), and buffers offset by one element (not 16-byte aligned: one element per thread too).
+TEST_F(EmulatedKernels, AttentionPaddingCopiesPackedRowsBothWays) {
+  const std::vector<int32_t> seq_start = {0, 1, 64, 128, 128, 193};
+  const int seqs = 5;
+  const int64_t T = 193, padded_len = 128;
+  for (int width : {24, 12}) {
+    for (int offset : {0, 1}) {
+      const auto src = random_floats(T * width + 1, 40 + width, -3.0f, 3.0f);
+      const float* packed = src.data() + offset;
+      for (LowPrecision kind : {LowPrecision::bf16, LowPrecision::fp16}) {
+        const auto bits_of = [&](float x) {
+          return kind == LowPrecision::bf16 ? float_to_bf16_bits(x) : float_to_fp16_bits(x);
+        };
+        const auto float_of = [&](uint16_t b) {
+          return kind == LowPrecision::bf16 ? bf16_bits_to_float(b) : fp16_bits_to_float(b);
+        };
+        const size_t padded_elems = static_cast<size_t>(seqs * padded_len * width);
+        std::vector<uint16_t> storage(padded_elems + 8, 0x7fffu);  // NaN in both formats
+        uint16_t* padded = storage.data() + offset;
+        kernels::pad_rows_to_lowp(padded, packed, seq_start.data(), seqs, padded_len, width, kind,
+                                  nullptr);
+        for (int b = 0; b < seqs; ++b) {
+          const int64_t len = seq_start[b + 1] - seq_start[b];
+          for (int64_t s = 0; s < padded_len; ++s)
+            for (int j = 0; j < width; ++j) {
+              const uint16_t want =
+                  s < len ? bits_of(packed[(seq_start[b] + s) * width + j]) : bits_of(0.0f);
+              ASSERT_EQ(padded[(b * padded_len + s) * width + j], want)
+                  << "pad_rows_to_lowp: sequence " << b << " row " << s << " column " << j
+                  << " (width " << width << ", offset " << offset << ")";
+            }
+        }
+        // Back: NaN in the padding rows proves they are not read into the packed rows.
+        for (int b = 0; b < seqs; ++b)
+          for (int64_t s = seq_start[b + 1] - seq_start[b]; s < padded_len; ++s)
+            std::fill_n(padded + (b * padded_len + s) * width, width, uint16_t{0x7fffu});
+        std::vector<float> back_storage(T * width + 4, -1.0f);
+        float* back = back_storage.data() + offset;
+        kernels::unpad_rows_from_lowp(back, padded, seq_start.data(), seqs, padded_len, width,
+                                      kind, nullptr);
+        for (int64_t t = 0; t < T; ++t)
+          for (int j = 0; j < width; ++j)
+            ASSERT_EQ(back[t * width + j], float_of(bits_of(packed[t * width + j])))
+                << "unpad_rows_from_lowp: token " << t << " column " << j << " (width " << width
+                << ", offset " << offset << ")";
+      }
+    }
+  }
 }
 
 // The emulation itself: a shuffle that reads an exited lane is reported, not silently wrong.

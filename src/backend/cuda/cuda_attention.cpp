@@ -5,8 +5,7 @@
 // laid out like it, so the dropout element index is the index there, as on the CPU. In
 // bf16/fp16 the GEMMs read Q, K, V, dctx, dropped P and dS from 16-bit copies staged once per
 // call (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
-// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout the
-// GPU supports there.
+// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout.
 #include <cmath>
 #include <vector>
 
@@ -37,7 +36,7 @@ class StagedOperands {
 void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
-  if (fused_ != nullptr && fused_->supports(layout)) {
+  if (fused_ != nullptr) {
     fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
     return;
   }
@@ -108,7 +107,7 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
 void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
-  if (fused_ != nullptr && fused_->supports(layout)) {
+  if (fused_ != nullptr) {
     fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
     return;
   }

@@ -46,12 +46,13 @@ bool cuda_available() {
 
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options) {
   return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision),
-                                   options.fused_attention);
+                                   options.fused_attention, options.fused_attention_pad_varlen);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, CudaOptions{}); }
 
-CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : device_(device) {
+CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen)
+    : device_(device) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -75,7 +76,8 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : de
   if (fused_attention)
     fused_ = make_fused_attention(*memory_, stream_,
                                   precision == GemmPrecision::fp16 ? kernels::LowPrecision::fp16
-                                                                   : kernels::LowPrecision::bf16);
+                                                                   : kernels::LowPrecision::bf16,
+                                  pad_varlen);
 }
 
 CudaOps::~CudaOps() {

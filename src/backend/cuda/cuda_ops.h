@@ -23,8 +23,9 @@ namespace bert {
 
 class CudaOps final : public Ops {
  public:
-  // fused_attention: attention through cuDNN (Error(unsupported) in builds without it).
-  CudaOps(int device, GemmPrecision precision, bool fused_attention);
+  // fused_attention: attention through cuDNN (Error(unsupported) in builds without it);
+  // pad_varlen: see CudaOptions::fused_attention_pad_varlen.
+  CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;

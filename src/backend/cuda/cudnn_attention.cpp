@@ -1,10 +1,14 @@
 // FusedAttention through cudnn-frontend's SDPA graphs (forward with softmax stats, backward).
 // qkv [T, 3H] is cast to 16 bits and read in place as strided Q/K/V views ("T3HD"); the
 // padding mask takes per-sequence key counts derived on the device from key_bias. A layout whose
-// sequences all have one length L is a [B, h, L, D] batch; any other is ragged, each sequence
-// placed by offsets from AttentionLayout::seq_start. Graphs are built once per (direction,
-// layout kind, B, S, heads, head_dim, dtype, dropout p) and cached. The forward's 16-bit output
-// and sequence lengths are kept per stats buffer for the backward, which needs them.
+// sequences all have one length L is a [B, h, L, D] batch. Any other (variable-length, packed)
+// runs ragged on Hopper-class GPUs, each sequence placed by offsets from
+// AttentionLayout::seq_start; elsewhere cuDNN has no ragged backward, so it runs the padded
+// graphs on a copy: the packed rows scattered (and cast) into a zero-padded [B, S_pad, 3H]
+// batch, ctx and dqkv gathered back (kernels/attention_padding). Graphs are built once per
+// (direction, layout kind, B, S, heads, head_dim, dtype, dropout p) and cached. The forward's
+// 16-bit output and sequence lengths (and, padded, its softmax stats) are kept per stats buffer
+// for the backward, which needs them.
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
@@ -21,6 +25,7 @@
 #include "backend/cuda/fused_attention.h"
 #include "core/log.h"
 #include "kernels/attention_lengths.h"
+#include "kernels/attention_padding.h"
 #include "kernels/cast.h"
 
 #define CUDNN_CHECK(call)                                                                   \
@@ -46,8 +51,11 @@ enum Uid : int64_t {
   kSeqLenQ, kSeqLenKV, kOffQ, kOffK, kOffV, kOffO, kOffStats, kSeed, kOffset,
 };
 
-// Sequences padded to this multiple in ragged graphs' dims, so batches of similar shape share one.
-constexpr int64_t kRaggedLenQuantum = 64;
+// A variable-length batch's bound S (ragged graphs' dims, padded copies' length) is its longest
+// sequence rounded up to this multiple, so batches of similar shape share one graph (at most 8
+// for sequences of up to 512 tokens, per batch size). 64 is the sequence tile of cuDNN's
+// flash-attention kernels, so the padding adds at most one partly used tile per sequence.
+constexpr int64_t kLenQuantum = 64;
 
 // 64-bit mixer (splitmix64's finaliser): independent cuDNN Philox seeds per dropout site.
 uint64_t mix64(uint64_t x) {
@@ -60,11 +68,14 @@ uint64_t mix64(uint64_t x) {
 
 // The shape of one call, as the graphs see it.
 struct Shape {
-  bool ragged = false;
+  bool ragged = false;  // variable lengths through ragged (THD) graphs
+  bool padded = false;  // variable lengths through the padded graphs, on a [B, S, 3H] copy
   int64_t B = 0;  // sequences
-  int64_t S = 0;  // sequence length (the bound of all lengths when ragged)
+  int64_t S = 0;  // sequence length (the bound of all lengths when they vary)
   int64_t T = 0;  // tokens
   int64_t h = 0, D = 0;
+  // Rows of the 16-bit Q/K/V, O and their gradients: the padded copy's or the tokens.
+  int64_t rows() const { return padded ? B * S : T; }
 };
 
 bool is_ragged(const AttentionLayout& layout) {
@@ -74,16 +85,18 @@ bool is_ragged(const AttentionLayout& layout) {
   return false;
 }
 
-Shape shape_of(const AttentionLayout& layout, int heads, int head_dim) {
+// pad_varlen: variable-length layouts take the padded graphs (else the ragged ones).
+Shape shape_of(const AttentionLayout& layout, int heads, int head_dim, bool pad_varlen) {
   Shape s;
   s.B = layout.num_seqs();
   s.T = layout.total_tokens();
   s.h = heads;
   s.D = head_dim;
   const int64_t first = layout.seq_start[1] - layout.seq_start[0];
-  s.ragged = is_ragged(layout);
-  s.S = s.ragged ? (layout.max_len() + kRaggedLenQuantum - 1) / kRaggedLenQuantum * kRaggedLenQuantum
-                 : first;
+  const bool varlen = is_ragged(layout);
+  s.ragged = varlen && !pad_varlen;
+  s.padded = varlen && pad_varlen;
+  s.S = varlen ? (layout.max_len() + kLenQuantum - 1) / kLenQuantum * kLenQuantum : first;
   return s;
 }
 
@@ -93,7 +106,8 @@ fe::DataType_t fe_type(kernels::LowPrecision io) {
 
 class CudnnAttention final : public FusedAttention {
  public:
-  CudnnAttention(DeviceMemory& memory, cudaStream_t stream, kernels::LowPrecision io)
+  CudnnAttention(DeviceMemory& memory, cudaStream_t stream, kernels::LowPrecision io,
+                 bool pad_varlen)
       : memory_(memory),
         stream_(stream),
         io_(io),
@@ -105,25 +119,15 @@ class CudnnAttention final : public FusedAttention {
     CUDNN_CHECK(cudnnCreate(&handle_));
     CUDNN_CHECK(cudnnSetStream(handle_, stream_));
     // Ragged (THD) backward with ragged statistics: Hopper-class only (sm_8x and sm_12x are
-    // refused by cudnn-frontend's support checks).
+    // refused by cudnn-frontend's support checks); elsewhere variable lengths run padded.
     int device = 0, major = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    ragged_ok_ = major >= 9 && major != 12;
+    pad_varlen_ = pad_varlen || major < 9 || major == 12;
   }
   ~CudnnAttention() override {
     graphs_.clear();  // execution plans before the handle they were built on
     if (handle_ != nullptr) cudnnDestroy(handle_);
-  }
-
-  bool supports(const AttentionLayout& layout) const override {
-    if (ragged_ok_ || !is_ragged(layout)) return true;
-    if (!warned_ragged_) {
-      warned_ragged_ = true;
-      log_message(log_warning, "train.fused_attention: cuDNN's fused attention takes no variable-length "
-                               "(unpadded) batches on this GPU; those use the reference attention");
-    }
-    return false;
   }
 
   void forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
@@ -134,12 +138,14 @@ class CudnnAttention final : public FusedAttention {
                 const DropoutSite& site) override;
 
  private:
-  // What a forward call keeps for the backward: its 16-bit output O [T, H] and the per-sequence
-  // key counts [B], in one buffer.
+  // What a forward call keeps for the backward, in one buffer: its 16-bit output O [rows, H],
+  // the per-sequence key counts [B] and, when padded, the softmax stats [B, h, S] (the caller's
+  // stats buffer, sized for heads · T, holds them otherwise).
   struct Saved {
     std::unique_ptr<ScratchBuffer> buffer;
-    int64_t T = 0, B = 0, H = 0;
-    size_t seq_len_at = 0;  // byte offset of the counts in buffer
+    int64_t T = 0, B = 0, H = 0, S = 0;  // the forward's shape (T 0: none yet)
+    bool padded = false;
+    size_t seq_len_at = 0, stats_at = 0, bytes = 0;  // byte offsets of the counts, stats; size
   };
   // Device copies of the call's per-sequence tables (see upload_table).
   struct Table {
@@ -170,8 +176,7 @@ class CudnnAttention final : public FusedAttention {
   std::map<Key, std::shared_ptr<fe::graph::Graph>> graphs_;
   std::map<const float*, Saved> saved_;
   std::string build_error_;  // why the last graph build failed
-  bool ragged_ok_ = false;
-  mutable bool warned_ragged_ = false;
+  bool pad_varlen_ = false;   // variable-length batches through the padded graphs
 };
 
 void CudnnAttention::check_shape(const Shape& s, const char* op) const {
@@ -333,7 +338,7 @@ fe::graph::Graph& CudnnAttention::graph(bool backward, const Shape& s, float p) 
   }
   BERT_CHECK(g != nullptr, Code::unsupported, "cuDNN has no fused attention ",
              backward ? "backward" : "forward", " for ", s.B, " sequences of ",
-             s.ragged ? "up to " : "", s.S, " tokens, ", s.h, " heads of ", s.D,
+             s.ragged || s.padded ? "up to " : "", s.S, " tokens, ", s.h, " heads of ", s.D,
              " (train.fused_attention; cuDNN ", cudnnGetVersion(), "): ", build_error_);
   return *graphs_.emplace(key, std::move(g)).first->second;
 }
@@ -364,75 +369,107 @@ void CudnnAttention::execute(fe::graph::Graph& g, std::unordered_map<int64_t, vo
 void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
                              const AttentionLayout& layout, int heads, int head_dim,
                              const DropoutSite& site) {
-  const Shape s = shape_of(layout, heads, head_dim);
+  const Shape s = shape_of(layout, heads, head_dim, pad_varlen_);
   check_shape(s, "attention_fwd");
   BERT_CHECK(key_bias != nullptr, Code::invalid_argument,
              "attention_fwd: the fused attention needs key_bias (its padding mask)");
   if (s.T == 0) return;
-  const int64_t H = s.h * s.D;
+  const int64_t H = s.h * s.D, rows = s.rows();
   Saved& saved = saved_[stats];
   if (saved.buffer == nullptr) saved.buffer = std::make_unique<ScratchBuffer>(memory_, stream_);
-  saved.T = saved.B = saved.H = 0;  // valid for a backward only once this forward has run
-  saved.seq_len_at = (static_cast<size_t>(s.T * H) * 2 + 255) / 256 * 256;
-  char* keep = static_cast<char*>(saved.buffer->get(saved.seq_len_at + s.B * sizeof(int32_t)));
-  void* o16 = keep;                                                  // [T, H]
-  auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);  // [B]
-  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(s.T * 3 * H) * 2));
-  kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
+  saved.T = 0;  // valid for a backward only once this forward has run
+  // [O [rows, H] 16-bit | seq_len [B] | padded: stats [B, h, S] fp32], each 256-byte aligned.
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  saved.seq_len_at = aligned(static_cast<size_t>(rows * H) * 2);
+  saved.stats_at = aligned(saved.seq_len_at + s.B * sizeof(int32_t));
+  saved.bytes = s.padded ? saved.stats_at + static_cast<size_t>(s.B * s.h * s.S) * sizeof(float)
+                         : saved.seq_len_at + s.B * sizeof(int32_t);
+  char* keep = static_cast<char*>(saved.buffer->get(saved.bytes));
+  void* o16 = keep;
+  auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
+  float* stats_out = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at) : stats;
+  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
   const Table t = upload_table(layout, s, site);
+  if (s.padded) {
+    kernels::pad_rows_to_lowp(qkv16, qkv, t.seq_start, static_cast<int>(s.B), s.S,
+                              static_cast<int>(3 * H), io_, stream_);
+  } else {
+    kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
+  }
   kernels::attention_seq_lengths(seq_len, t.seq_start, key_bias, static_cast<int>(s.B), stream_);
   // Padded query rows are not written by cuDNN: they read as 0.
-  CUDA_CHECK(cudaMemsetAsync(o16, 0, static_cast<size_t>(s.T * H) * 2, stream_));
+  CUDA_CHECK(cudaMemsetAsync(o16, 0, static_cast<size_t>(rows * H) * 2, stream_));
   std::unordered_map<int64_t, void*> pack = {
-      {kQ, qkv16}, {kK, qkv16 + H * 2}, {kV, qkv16 + 2 * H * 2}, {kO, o16}, {kStats, stats},
+      {kQ, qkv16}, {kK, qkv16 + H * 2}, {kV, qkv16 + 2 * H * 2}, {kO, o16}, {kStats, stats_out},
       {kSeqLenQ, seq_len}, {kSeqLenKV, seq_len}};
   add_table(pack, t, s, site.p);
   execute(graph(false, s, site.p), pack);
-  kernels::cast_from_lowp(ctx, o16, s.T * H, 1.0f, io_, stream_);
+  if (s.padded) {
+    kernels::unpad_rows_from_lowp(ctx, o16, t.seq_start, static_cast<int>(s.B), s.S,
+                                  static_cast<int>(H), io_, stream_);
+  } else {
+    kernels::cast_from_lowp(ctx, o16, s.T * H, 1.0f, io_, stream_);
+  }
   saved.T = s.T;
   saved.B = s.B;
   saved.H = H;
+  saved.S = s.S;
+  saved.padded = s.padded;
 }
 
 void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,
                               const float* stats, const AttentionLayout& layout, int heads,
                               int head_dim, const DropoutSite& site) {
-  const Shape s = shape_of(layout, heads, head_dim);
+  const Shape s = shape_of(layout, heads, head_dim, pad_varlen_);
   check_shape(s, "attention_bwd");
   if (s.T == 0) return;
-  const int64_t H = s.h * s.D;
+  const int64_t H = s.h * s.D, rows = s.rows();
   auto it = saved_.find(stats);
   BERT_CHECK(it != saved_.end() && it->second.T == s.T && it->second.B == s.B &&
-                 it->second.H == H,
+                 it->second.H == H && it->second.S == s.S && it->second.padded == s.padded,
              Code::invalid_argument,
              "attention_bwd: the fused attention has no forward output for this probs buffer and "
              "layout (", s.B, " sequences, ", s.T, " tokens); run attention_fwd with it first");
   const Saved& saved = it->second;
-  char* keep = static_cast<char*>(saved.buffer->get(saved.seq_len_at + s.B * sizeof(int32_t)));
+  char* keep = static_cast<char*>(saved.buffer->get(saved.bytes));
   void* o16 = keep;
   auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
-  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(s.T * 3 * H) * 2));
-  kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
-  void* do16 = grad16_.get(static_cast<size_t>(s.T * H) * 2);
-  kernels::cast_to_lowp(do16, dctx, s.T * H, 1.0f, io_, stream_);
-  auto* dqkv16 = static_cast<char*>(dqkv16_.get(static_cast<size_t>(s.T * 3 * H) * 2));
-  CUDA_CHECK(cudaMemsetAsync(dqkv16, 0, static_cast<size_t>(s.T * 3 * H) * 2, stream_));
+  float* stats_in = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at)
+                             : const_cast<float*>(stats);
+  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
+  void* do16 = grad16_.get(static_cast<size_t>(rows * H) * 2);
   const Table t = upload_table(layout, s, site);
+  if (s.padded) {
+    kernels::pad_rows_to_lowp(qkv16, qkv, t.seq_start, static_cast<int>(s.B), s.S,
+                              static_cast<int>(3 * H), io_, stream_);
+    kernels::pad_rows_to_lowp(do16, dctx, t.seq_start, static_cast<int>(s.B), s.S,
+                              static_cast<int>(H), io_, stream_);
+  } else {
+    kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
+    kernels::cast_to_lowp(do16, dctx, s.T * H, 1.0f, io_, stream_);
+  }
+  auto* dqkv16 = static_cast<char*>(dqkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
+  CUDA_CHECK(cudaMemsetAsync(dqkv16, 0, static_cast<size_t>(rows * 3 * H) * 2, stream_));
   std::unordered_map<int64_t, void*> pack = {
       {kQ, qkv16},          {kK, qkv16 + H * 2},   {kV, qkv16 + 2 * H * 2},
-      {kO, o16},            {kDO, do16},           {kStats, const_cast<float*>(stats)},
+      {kO, o16},            {kDO, do16},           {kStats, stats_in},
       {kDQ, dqkv16},        {kDK, dqkv16 + H * 2}, {kDV, dqkv16 + 2 * H * 2},
       {kSeqLenQ, seq_len},  {kSeqLenKV, seq_len}};
   add_table(pack, t, s, site.p);
   execute(graph(true, s, site.p), pack);
-  kernels::cast_from_lowp(dqkv, dqkv16, s.T * 3 * H, 1.0f, io_, stream_);
+  if (s.padded) {
+    kernels::unpad_rows_from_lowp(dqkv, dqkv16, t.seq_start, static_cast<int>(s.B), s.S,
+                                  static_cast<int>(3 * H), io_, stream_);
+  } else {
+    kernels::cast_from_lowp(dqkv, dqkv16, s.T * 3 * H, 1.0f, io_, stream_);
+  }
 }
 
 }  // namespace
 
 std::unique_ptr<FusedAttention> make_fused_attention(DeviceMemory& memory, cudaStream_t stream,
-                                                     kernels::LowPrecision io) {
-  return std::make_unique<CudnnAttention>(memory, stream, io);
+                                                     kernels::LowPrecision io, bool pad_varlen) {
+  return std::make_unique<CudnnAttention>(memory, stream, io, pad_varlen);
 }
 
 }  // namespace bert
