@@ -34,9 +34,13 @@ class StagedOperands {
 
 }  // namespace
 
-void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+void CudaOps::attention_fwd_impl(Act ctx_act, Act probs_act, ConstAct qkv_act, const float* key_bias,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
+  // GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* ctx = ctx_act.f32();
+  float* probs = probs_act.f32();
+  const float* qkv = qkv_act.f32();
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
     return;
@@ -105,9 +109,14 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
   }
 }
 
-void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+void CudaOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct qkv_act, ConstAct probs_act,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
+  // GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* dqkv = dqkv_act.f32();
+  const float* dctx = dctx_act.f32();
+  const float* qkv = qkv_act.f32();
+  const float* probs = probs_act.f32();
   if (fused_ != nullptr && fused_->supports(layout)) {
     fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
     return;

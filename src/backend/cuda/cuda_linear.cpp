@@ -66,8 +66,12 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   return probe;
 }
 
-void CudaOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W,
+void CudaOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act, const float* W,
                               const float* b, int64_t M, int K, int N, Activation act) {
+  // GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* out = out_act.f32();
+  float* pre_act = pre_act_act.f32();
+  const float* in = in_act.f32();
   BERT_CHECK(act == Activation::none || pre_act != nullptr, Code::invalid_argument,
              "linear_fwd: an activation needs a pre_act buffer");
   if (M == 0) return;
@@ -99,13 +103,19 @@ void CudaOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const
   if (act != Activation::none) kernels::activation_fwd(out, pre_act, M * N, act, stream_);
 }
 
-void CudaOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
-  kernels::activation_fwd(out, pre, n, act, stream_);
+void CudaOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
+  kernels::activation_fwd(out.f32(), pre.f32(), n, act, stream_);
 }
 
-void CudaOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
-                              const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+void CudaOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct dout_act, ConstAct in_act,
+                              const float* W, ConstAct pre_act_act, Act dpre_scratch_act, int64_t M,
                               int K, int N, Activation act, bool accumulate_din) {
+  // GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* din = din_act.f32();
+  const float* dout = dout_act.f32();
+  const float* in = in_act.f32();
+  const float* pre_act = pre_act_act.f32();
+  float* dpre_scratch = dpre_scratch_act.f32();
   if (M == 0) return;
   const float* dpre = dout;  // [M, N]
   if (act != Activation::none) {
