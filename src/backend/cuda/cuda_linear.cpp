@@ -104,7 +104,7 @@ void CudaOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act, con
 }
 
 void CudaOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
-  kernels::activation_fwd(out.f32(), pre.f32(), n, act, stream_);
+  kernels::activation_fwd(out, pre, n, act, stream_);
 }
 
 void CudaOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct dout_act, ConstAct in_act,

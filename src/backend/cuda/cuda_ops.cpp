@@ -155,27 +155,27 @@ void CudaOps::weights_changed() {
 void CudaOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                                  const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                                  const float* type_emb, int64_t T, int H) {
-  kernels::embedding_fwd(out.f32(), word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H,
+  kernels::embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H,
                          stream_);
 }
 
 void CudaOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
                                  const int32_t* word_ids, const int32_t* pos_ids,
                                  const int32_t* type_ids, int64_t T, int H) {
-  scatter_add_rows(dword, dout, word_ids, T, H);
-  scatter_add_rows(dpos, dout, pos_ids, T, H);
-  scatter_add_rows(dtype, dout, type_ids, T, H);
+  scatter_add_rows_impl(dword, dout, word_ids, T, H);
+  scatter_add_rows_impl(dpos, dout, pos_ids, T, H);
+  scatter_add_rows_impl(dtype, dout, type_ids, T, H);
 }
 
 void CudaOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
-  kernels::gather_rows(out.f32(), in.f32(), rows, n, H, stream_);
+  kernels::gather_rows(out, in, rows, n, H, stream_);
 }
 
 void CudaOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
                                     int H) {
   if (n == 0) return;
   const size_t bytes = kernels::scatter_add_scratch_bytes(n);
-  kernels::scatter_add_rows(dst.f32(), src.f32(), rows, n, H, sort_->get(bytes), bytes, stream_);
+  kernels::scatter_add_rows(dst, src, rows, n, H, sort_->get(bytes), bytes, stream_);
 }
 
 // ---- normalisation, dropout ---------------------------------------------------------------
@@ -184,7 +184,7 @@ void CudaOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in,
                                  const float* gamma, const float* beta, int64_t M, int N, float eps) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
-  kernels::layernorm_fwd(out.f32(), mean, rstd, in.f32(), gamma, beta, M, N, eps, stream_);
+  kernels::layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps, stream_);
 }
 
 void CudaOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout,
@@ -192,25 +192,25 @@ void CudaOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct 
                                  const float* gamma, int64_t M, int N) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);
   if (M == 0) return;
-  kernels::layernorm_bwd_input(din.f32(), dout.f32(), in.f32(), mean, rstd, gamma, M, N, stream_);
+  kernels::layernorm_bwd_input(din, dout, in, mean, rstd, gamma, M, N, stream_);
   const size_t partials = static_cast<size_t>(kernels::layernorm_param_chunks(M)) * 2 * N;
-  kernels::layernorm_bwd_params(dgamma, dbeta, dout.f32(), in.f32(), mean, rstd, M, N,
+  kernels::layernorm_bwd_params(dgamma, dbeta, dout, in, mean, rstd, M, N,
                                 partials_->get_as<double>(partials), stream_);
 }
 
 void CudaOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                         const DropoutSite& site) {
-  kernels::dropout_residual_fwd(out.f32(), in.f32(), residual.f32(), n, site, 1.0f / (1.0f - site.p), 0, stream_);
+  kernels::dropout_residual_fwd(out, in, residual, n, site, 1.0f / (1.0f - site.p), 0, stream_);
 }
 
 void CudaOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
-  kernels::dropout_bwd(din.f32(), dout.f32(), n, site, 1.0f / (1.0f - site.p), stream_);
+  kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
 }
 
 void CudaOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
                                           ConstAct residual, const float* gamma, const float* beta, int64_t M,
                                           int N, float eps, const DropoutSite& site) {
-  kernels::residual_layernorm_fwd(out.f32(), res.f32(), mean, rstd, in.f32(), residual.f32(), gamma, beta, M, N, eps, site,
+  kernels::residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site,
                                   1.0f / (1.0f - site.p), stream_);
 }
 
@@ -220,7 +220,7 @@ void CudaOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamm
                                           const DropoutSite& site) {
   if (M == 0) return;
   const size_t partials = static_cast<size_t>(kernels::residual_layernorm_chunks(M)) * 2 * N;
-  kernels::residual_layernorm_bwd(d_in.f32(), d_residual.f32(), dgamma, dbeta, dout.f32(), res.f32(), mean, rstd, gamma, M, N, site,
+  kernels::residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site,
                                   1.0f / (1.0f - site.p), partials_->get_as<double>(partials), stream_);
 }
 
@@ -232,7 +232,7 @@ void CudaOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, Co
              " V=", V, " ld=", ld);
   if (M == 0) return;
   // Labels are checked on the device; the next wait for the stream reports a bad one.
-  kernels::softmax_xent(dlogits.f32(), losses, correct, logits.f32(), labels, M, V, ld, grad_scale,
+  kernels::softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale,
                         label_status_, stream_);
   CUDA_CHECK(cudaMemcpyAsync(host_label_status_, label_status_, 4 * sizeof(int32_t),
                              cudaMemcpyDeviceToHost, stream_));
