@@ -45,14 +45,14 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   g.ldc = K;
   g.epilogue = GemmEpilogue::gelu_aux_bias;
   g.bias = device + M * K + K * K;
-  g.aux = g.C + M * K;
+  g.aux = device + host.size() + M * K;
   GeluProbe probe;
   try {
     upload(device, host.data(), in_bytes);
     if (gemm_->supported(g)) {
       gemm_->run(g);
       std::vector<float> out(M * K);
-      download(out.data(), g.C, out.size() * sizeof(float));
+      download(out.data(), g.C.data, out.size() * sizeof(float));
       for (int i = 0; i < M * K; ++i) {
         probe.err_tanh = std::fmax(probe.err_tanh, std::fabs(out[i] - gelu_tanh_ref(x[i])));
         probe.err_erf = std::fmax(probe.err_erf, std::fabs(out[i] - gelu_erf_ref(x[i])));
