@@ -232,12 +232,15 @@ class Ops {
 std::unique_ptr<Ops> make_cpu_ops(int threads, const std::string& precision = "fp32");
 // Return null when the engine was built without CUDA.
 struct CudaOptions {
-  // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation and
-  // outputs are fp32.
+  // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation is fp32.
   std::string precision = "tf32";
   // Attention through cuDNN's fused scaled-dot-product attention instead of the reference
   // GEMM + softmax kernels (needs a build with cudnn-frontend; its dropout masks are cuDNN's).
   bool fused_attention = false;
+  // With "bf16"/"fp16": store activations, their gradients and the saved tensors in that 16-bit
+  // type (activation_type()), the GEMMs reading and writing them directly; otherwise they are
+  // fp32 and cast before each GEMM. Not with fused_attention yet.
+  bool activations_16bit = false;
 };
 std::unique_ptr<Ops> make_cuda_ops(int device);
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options);

@@ -40,8 +40,8 @@ struct Act {
                " activation tensor where fp32 storage is needed");
     return static_cast<float*>(data);
   }
-  // The view `elems` elements further on.
-  Act at(int64_t elems) const {
+  // The view `elems` elements further on (pointer arithmetic in the storage type).
+  Act operator+(int64_t elems) const {
     return Act(static_cast<char*>(data) + elems * static_cast<int64_t>(dtype_bytes(type)), type);
   }
 };
@@ -62,7 +62,7 @@ struct ConstAct {
                " activation tensor where fp32 storage is needed");
     return static_cast<const float*>(data);
   }
-  ConstAct at(int64_t elems) const {
+  ConstAct operator+(int64_t elems) const {
     return ConstAct(static_cast<const char*>(data) + elems * static_cast<int64_t>(dtype_bytes(type)), type);
   }
 };

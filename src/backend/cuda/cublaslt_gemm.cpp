@@ -214,8 +214,9 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, c
                           g.aux.data != nullptr ? alignment_of(g.aux.data) : uint32_t{256});
 }
 
-void LtGemm::stage(const float* data, int64_t n) {
-  if (!low_precision() || n <= 0) return;
+void LtGemm::stage(ConstAct operand, int64_t n) {
+  if (!low_precision() || n <= 0 || operand.type != DType::f32) return;
+  const float* data = operand.f32();
   BERT_CHECK(staged_count_ < kMaxStaged, Code::internal, "LtGemm::stage: more than ", kMaxStaged, " staged ranges");
   std::unique_ptr<ScratchBuffer>& copy = staged_copies_[staged_count_];
   if (!copy) copy = std::make_unique<ScratchBuffer>(memory_, stream_);

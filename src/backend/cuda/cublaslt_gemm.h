@@ -66,13 +66,13 @@ class LtGemm {
   // False when cuBLASLt offers no algorithm for these arguments (used to probe epilogues).
   bool supported(const GemmArgs& args);
 
-  // Operand staging (bf16/fp16 modes; nothing to do otherwise): casts fp32 data[0, n) to 16 bits
-  // once, and GEMMs read operands inside that range from the copy instead of casting them per
-  // call, until unstage_all(). Attention stages qkv once per layer instead of casting slices of
+  // Operand staging (fp32 data in bf16/fp16 modes; nothing to do otherwise, 16-bit data is read as
+  // it is): casts data[0, n) to 16 bits once, and GEMMs read operands inside that range from the
+  // copy instead of casting them per call, until unstage_to(). Attention stages qkv once per layer instead of casting slices of
   // it for every sequence and GEMM. At most kMaxStaged ranges at once; unstage_to(k) keeps the
   // first k.
   static constexpr int kMaxStaged = 4;
-  void stage(const float* data, int64_t n);
+  void stage(ConstAct data, int64_t n);
   int staged_count() const { return staged_count_; }
   void unstage_to(int count) { staged_count_ = count < staged_count_ ? count : staged_count_; }
 

@@ -66,13 +66,9 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   return probe;
 }
 
-void CudaOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act, const float* W,
+void CudaOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
                               const float* b, int64_t M, int K, int N, Activation act) {
-  // GEMM operands are fp32 until LtGemm reads 16-bit activations.
-  float* out = out_act.f32();
-  float* pre_act = pre_act_act.f32();
-  const float* in = in_act.f32();
-  BERT_CHECK(act == Activation::none || pre_act != nullptr, Code::invalid_argument,
+  BERT_CHECK(act == Activation::none || pre_act.data != nullptr, Code::invalid_argument,
              "linear_fwd: an activation needs a pre_act buffer");
   if (M == 0) return;
   GemmArgs g;  // [M, N] = in [M, K] · W[N, K]^T
@@ -94,7 +90,7 @@ void CudaOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act, con
       gemm_->run(g);
       return;
     }
-    g.aux = nullptr;
+    g.aux = Act();
   }
   // Unfused: the GEMM (+ bias) lands in pre_act, then the activation kernel writes out.
   g.C = act == Activation::none ? out : pre_act;
@@ -107,17 +103,11 @@ void CudaOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation a
   kernels::activation_fwd(out, pre, n, act, stream_);
 }
 
-void CudaOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct dout_act, ConstAct in_act,
-                              const float* W, ConstAct pre_act_act, Act dpre_scratch_act, int64_t M,
+void CudaOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
+                              const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
                               int K, int N, Activation act, bool accumulate_din) {
-  // GEMM operands are fp32 until LtGemm reads 16-bit activations.
-  float* din = din_act.f32();
-  const float* dout = dout_act.f32();
-  const float* in = in_act.f32();
-  const float* pre_act = pre_act_act.f32();
-  float* dpre_scratch = dpre_scratch_act.f32();
   if (M == 0) return;
-  const float* dpre = dout;  // [M, N]
+  ConstAct dpre = dout;  // [M, N]
   if (act != Activation::none) {
     kernels::activation_bwd(dpre_scratch, dout, pre_act, M * N, act, stream_);
     dpre = dpre_scratch;
@@ -141,7 +131,7 @@ void CudaOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct dout_a
     g.beta = 1.0f;
     gemm_->run(g);
   }
-  if (din != nullptr) {
+  if (din.data != nullptr) {
     GemmArgs g;  // din[M, K] (+)= dpre[M, N] · W[N, K]
     g.m = M;
     g.n = K;

@@ -45,13 +45,20 @@ bool cuda_available() {
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options) {
-  return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision),
-                                   options.fused_attention);
+  return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision), options.fused_attention,
+                                   options.activations_16bit);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, CudaOptions{}); }
 
-CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention) : device_(device) {
+CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool activations_16bit)
+    : device_(device) {
+  if (activations_16bit) {
+    BERT_CHECK(precision == GemmPrecision::bf16 || precision == GemmPrecision::fp16, Code::invalid_argument,
+               "16-bit activations need precision \"bf16\" or \"fp16\", not \"", gemm_precision_name(precision), "\"");
+    BERT_CHECK(!fused_attention, Code::unsupported, "16-bit activations with fused attention are not supported yet");
+    activation_type_ = precision == GemmPrecision::bf16 ? DType::bf16 : DType::f16;
+  }
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -90,10 +97,15 @@ CudaOps::~CudaOps() {
 
 std::string CudaOps::name() const {
   return "cuda:" + std::to_string(device_) + ":" + gemm_precision_name(precision()) +
-         (fused_ != nullptr ? ":fused-attention" : "");
+         (fused_ != nullptr ? ":fused-attention" : "") +
+         (activation_type_ != DType::f32 ? ":16-bit-activations" : "");
 }
 
 // ---- memory ---------------------------------------------------------------------------
+
+Act CudaOps::scratch_act(ScratchBuffer& scratch, int64_t elems) {
+  return Act(scratch.get(static_cast<size_t>(elems) * dtype_bytes(activation_type_)), activation_type_);
+}
 
 void* CudaOps::alloc(size_t bytes) { return memory_->alloc(bytes); }
 

@@ -1,9 +1,11 @@
 // CudaOps: the Ops interface on one CUDA device. All work is enqueued on one stream owned by the
 // object (ordered like the CPU reference's calls); download, segment_sumsq and synchronize wait
-// for it (and report a bad softmax_xent label the device counted since). GEMMs run through LtGemm in the precision chosen at construction (reading weights from
-// its low-precision mirror in bf16/fp16 mode); attention runs the reference kernels or, when
-// asked, cuDNN's fused SDPA; everything else runs the kernels in kernels/. Device memory goes
-// through DeviceMemory for peak accounting.
+// for it (and report a bad softmax_xent label the device counted since). GEMMs run through
+// LtGemm in the precision chosen at construction (reading weights from its low-precision mirror
+// in bf16/fp16 mode); activations are fp32 or, with activations_16bit, of that 16-bit type
+// (activation_type()); attention runs the reference kernels or, when asked, cuDNN's fused SDPA;
+// everything else runs the kernels in kernels/. Device memory goes through DeviceMemory for
+// peak accounting.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,8 +25,9 @@ namespace bert {
 
 class CudaOps final : public Ops {
  public:
-  // fused_attention: attention through cuDNN (Error(unsupported) in builds without it).
-  CudaOps(int device, GemmPrecision precision, bool fused_attention);
+  // fused_attention: attention through cuDNN (Error(unsupported) in builds without it);
+  // activations_16bit: activations stored in the 16-bit type of a bf16/fp16 precision.
+  CudaOps(int device, GemmPrecision precision, bool fused_attention, bool activations_16bit = false);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -55,7 +58,7 @@ class CudaOps final : public Ops {
   void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
-  DType activation_type() const override { return DType::f32; }
+  DType activation_type() const override { return activation_type_; }
 
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
@@ -100,10 +103,12 @@ class CudaOps final : public Ops {
                           const DropoutSite& site) override;
   // Padded batches of more sequences than heads: the attention GEMMs loop over heads, each
   // batched over the sequences (uniform strides), instead of over sequences (uniform length L).
-  void attention_fwd_by_head(float* ctx, float* probs, const float* qkv, const float* key_bias, int seqs, int64_t L,
+  void attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs, int64_t L,
                              int heads, int head_dim, const DropoutSite& site);
-  void attention_bwd_by_head(float* dqkv, const float* dctx, const float* qkv, const float* probs, int seqs,
-                             int64_t L, int heads, int head_dim, const DropoutSite& site);
+  void attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs, int64_t L, int heads,
+                             int head_dim, const DropoutSite& site);
+  // `elems` activation-typed elements of a scratch buffer.
+  Act scratch_act(ScratchBuffer& scratch, int64_t elems);
   // Where the attention softmax finds each sequence: padded batches by arithmetic; packed ones
   // through a device table of token starts and probs offsets, uploaded when the layout (or
   // heads) differs from the last one's, so once per batch rather than once per layer.
@@ -135,6 +140,7 @@ class CudaOps final : public Ops {
   void check_labels();
 
   int device_;
+  DType activation_type_ = DType::f32;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<LtGemm> gemm_;
