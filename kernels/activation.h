@@ -1,5 +1,5 @@
 // Launchers of kernels/activation.cu: the activations (GELU erf/tanh, tanh) and their gradients.
-// Out = act(pre); dpre = dout ⊙ act'(pre) (n elements).
+// Out = act(pre); dpre = dout ⊙ act'(pre) (n elements), all tensors of one storage type.
 // Each enqueues its kernels on `stream`, checks the launch and returns without synchronising;
 // pointers are device memory, shapes follow src/backend/ops.h.
 #pragma once
@@ -9,12 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
 #include "core/op_params.h"
 
 namespace bert::kernels {
 
-void activation_fwd(float* out, const float* pre, int64_t n, Activation act, cudaStream_t stream);
-void activation_bwd(float* dpre, const float* dout, const float* pre, int64_t n, Activation act,
-                    cudaStream_t stream);
+void activation_fwd(Act out, ConstAct pre, int64_t n, Activation act, cudaStream_t stream);
+void activation_bwd(Act dpre, ConstAct dout, ConstAct pre, int64_t n, Activation act, cudaStream_t stream);
 
 }  // namespace bert::kernels

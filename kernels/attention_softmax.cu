@@ -2,7 +2,9 @@
 // backward, for the reference attention path (the GEMMs run in cuBLASLt). One launch covers every
 // sequence of the batch: blockIdx.y is the sequence, and each warp of a block takes one query row
 // of that sequence's [heads·L, L] block. The dropout element index is the index in the saved
-// probabilities array (probs_offset + row·L + key), as on the CPU.
+// probabilities array (probs_offset + row·L + key), as on the CPU. Scores, probabilities and their
+// gradients are of any activation storage type: each pass recomputes its fp32 values from the
+// stored input (the same bits every pass), so only the result is rounded to the storage type.
 #include "kernels/attention_softmax.h"
 #include "common.cuh"
 #include "core/philox.h"
@@ -44,53 +46,47 @@ __device__ __forceinline__ bool row_of(const SoftmaxSequences& seqs, int heads, 
   return true;
 }
 
-__global__ void softmax_fwd_kernel(float* probs, float* dropped, const float* key_bias,
-                                   SoftmaxSequences seqs, int heads, float scale, DropoutSite site,
-                                   float keep_scale) {
+template <typename T>
+__global__ void softmax_fwd_kernel(T* probs, T* dropped, const float* key_bias, SoftmaxSequences seqs, int heads,
+                                   float scale, DropoutSite site, float keep_scale) {
   Row row;
   if (!row_of(seqs, heads, row)) return;
   const int lane = threadIdx.x & 31, L = row.L;
-  float* p = probs + row.first;  // [L] scores in, probabilities out
+  T* p = probs + row.first;  // [L] scores in, probabilities out
   const float* bias = key_bias + row.token;
+  // The scaled, masked score of key k (no FMA: as on the CPU).
+  auto score = [&](int k) { return __fmul_rn(load(p + k), scale) + bias[k]; };
   float row_max = -INFINITY;
-  for (int k = lane; k < L; k += 32) {
-    const float s = __fmul_rn(p[k], scale) + bias[k];  // no FMA: as on the CPU
-    p[k] = s;
-    row_max = fmaxf(row_max, s);
-  }
+  for (int k = lane; k < L; k += 32) row_max = fmaxf(row_max, score(k));
   row_max = warp_max(row_max);
   float sum = 0.0f;
-  for (int k = lane; k < L; k += 32) {
-    const float e = expf(p[k] - row_max);
-    p[k] = e;
-    sum += e;
-  }
+  for (int k = lane; k < L; k += 32) sum += expf(score(k) - row_max);
   sum = warp_sum(sum);
   for (int k = lane; k < L; k += 32) {
-    const float prob = p[k] / sum;
-    p[k] = prob;
+    const float prob = expf(score(k) - row_max) / sum;
+    store(p + k, prob);
     if (dropped != nullptr)
-      dropped[row.first + k] =
-          keep_element(site, row.first + k) ? __fmul_rn(prob, keep_scale) : 0.0f;
+      store(dropped + row.first + k, keep_element(site, row.first + k) ? __fmul_rn(prob, keep_scale) : 0.0f);
   }
 }
 
-__global__ void softmax_bwd_kernel(float* dgrad, const float* probs, SoftmaxSequences seqs,
-                                   int heads, float scale, DropoutSite site, float keep_scale) {
+template <typename T>
+__global__ void softmax_bwd_kernel(T* dgrad, const T* probs, SoftmaxSequences seqs, int heads, float scale,
+                                   DropoutSite site, float keep_scale) {
   Row row;
   if (!row_of(seqs, heads, row)) return;
   const int lane = threadIdx.x & 31, L = row.L;
-  float* d = dgrad + row.first;        // [L] d(dropout(P)) in, d(scores) out
-  const float* p = probs + row.first;  // [L]
+  T* d = dgrad + row.first;        // [L] d(dropout(P)) in, d(scores) out
+  const T* p = probs + row.first;  // [L]
+  // d(P) of key k: the incoming gradient through the dropout mask.
+  auto dprob = [&](int k) {
+    const float dp = load(d + k);
+    return site.p == 0.0f ? dp : (keep_element(site, row.first + k) ? dp * keep_scale : 0.0f);
+  };
   float dot = 0.0f;
-  for (int k = lane; k < L; k += 32) {
-    float dp = d[k];
-    if (site.p != 0.0f) dp = keep_element(site, row.first + k) ? dp * keep_scale : 0.0f;
-    d[k] = dp;
-    dot += p[k] * dp;
-  }
+  for (int k = lane; k < L; k += 32) dot += load(p + k) * dprob(k);
   dot = warp_sum(dot);
-  for (int k = lane; k < L; k += 32) d[k] = __fmul_rn(p[k], d[k] - dot) * scale;
+  for (int k = lane; k < L; k += 32) store(d + k, __fmul_rn(load(p + k), dprob(k) - dot) * scale);
 }
 
 // Blocks: enough warps for the longest sequence's rows, one grid row per sequence.
@@ -103,21 +99,25 @@ dim3 grid_of(const SoftmaxSequences& seqs, int heads) {
 
 }  // namespace
 
-void attention_softmax_fwd(float* probs, float* dropped, const float* key_bias,
-                           const SoftmaxSequences& seqs, int heads, float scale,
-                           const DropoutSite& site, float keep_scale, cudaStream_t stream) {
+void attention_softmax_fwd(Act probs, Act dropped, const float* key_bias, const SoftmaxSequences& seqs, int heads,
+                           float scale, const DropoutSite& site, float keep_scale, cudaStream_t stream) {
   if (seqs.num_seqs == 0 || seqs.len == 0 || heads == 0) return;
-  softmax_fwd_kernel<<<grid_of(seqs, heads), kWarpsPerBlock * 32, 0, stream>>>(
-      probs, dropped, key_bias, seqs, heads, scale, site, keep_scale);
+  with_storage(common_storage("attention_softmax_fwd", {probs, dropped}), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_fwd_kernel<T><<<grid_of(seqs, heads), kWarpsPerBlock * 32, 0, stream>>>(
+        typed<T>(probs), typed<T>(dropped), key_bias, seqs, heads, scale, site, keep_scale);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
-void attention_softmax_bwd(float* dgrad, const float* probs, const SoftmaxSequences& seqs,
-                           int heads, float scale, const DropoutSite& site, float keep_scale,
-                           cudaStream_t stream) {
+void attention_softmax_bwd(Act dgrad, ConstAct probs, const SoftmaxSequences& seqs, int heads, float scale,
+                           const DropoutSite& site, float keep_scale, cudaStream_t stream) {
   if (seqs.num_seqs == 0 || seqs.len == 0 || heads == 0) return;
-  softmax_bwd_kernel<<<grid_of(seqs, heads), kWarpsPerBlock * 32, 0, stream>>>(
-      dgrad, probs, seqs, heads, scale, site, keep_scale);
+  with_storage(common_storage("attention_softmax_bwd", {dgrad, probs}), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_bwd_kernel<T><<<grid_of(seqs, heads), kWarpsPerBlock * 32, 0, stream>>>(
+        typed<T>(dgrad), typed<T>(probs), seqs, heads, scale, site, keep_scale);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

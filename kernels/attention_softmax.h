@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
 #include "core/op_params.h"
 
 namespace bert::kernels {
@@ -26,14 +27,13 @@ struct SoftmaxSequences {
 
 // In place over every sequence: scores (raw Q·K^T) -> P = softmax(scores·scale + key_bias[t_b + k])
 // per row. When dropped is not null (laid out as probs) it receives dropout(P), the Philox
-// index of an element being its index in probs.
-void attention_softmax_fwd(float* probs, float* dropped, const float* key_bias,
-                           const SoftmaxSequences& seqs, int heads, float scale,
-                           const DropoutSite& site, float keep_scale, cudaStream_t stream);
+// index of an element being its index in probs. probs and dropped share one storage type; the
+// arithmetic is fp32.
+void attention_softmax_fwd(Act probs, Act dropped, const float* key_bias, const SoftmaxSequences& seqs, int heads,
+                           float scale, const DropoutSite& site, float keep_scale, cudaStream_t stream);
 // In place: dgrad (laid out as probs) holds d(dropout(P)); becomes
 // d(scores) = P ⊙ (dP - Σ_k P dP) · scale.
-void attention_softmax_bwd(float* dgrad, const float* probs, const SoftmaxSequences& seqs,
-                           int heads, float scale, const DropoutSite& site, float keep_scale,
-                           cudaStream_t stream);
+void attention_softmax_bwd(Act dgrad, ConstAct probs, const SoftmaxSequences& seqs, int heads, float scale,
+                           const DropoutSite& site, float keep_scale, cudaStream_t stream);
 
 }  // namespace bert::kernels

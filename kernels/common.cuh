@@ -1,12 +1,17 @@
-// Shared device helpers for the kernels in this folder: grid sizing and fixed-order warp/block
-// reductions. Every reduction here combines values in the same order on every run, so the
-// kernels that use them are deterministic (no atomics).
+// Shared device helpers for the kernels in this folder: grid sizing, fixed-order warp/block
+// reductions, and the activation storage types (fp32, bf16, fp16) the kernels are templated on.
+// Every reduction here combines values in the same order on every run, so the kernels that use
+// them are deterministic (no atomics).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
+#include "core/act.h"
 #include "kernels/launch_check.h"
 
 namespace bert::kernels {
@@ -19,6 +24,50 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline unsigned grid_for(int64_t n, int threads = kThreads) {
   const int64_t blocks = ceil_div(n, threads);
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+// Activation storage: kernels compute in fp32 registers; load() widens a stored value and
+// store() rounds to the storage type (nearest even), as the casts of cast.cu do.
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float load(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+
+// Host side: calls launch(T{}) with T the C++ type stored for `type`, so a launcher picks the
+// kernel instantiation of its tensors' storage type.
+template <typename Launch>
+void with_storage(DType type, Launch&& launch) {
+  switch (type) {
+    case DType::f32: launch(float{}); break;
+    case DType::bf16: launch(__nv_bfloat16{}); break;
+    case DType::f16: launch(__half{}); break;
+  }
+}
+
+// The storage type shared by an op's activation tensors (null ones ignored); Error(internal)
+// naming the op when they differ.
+inline DType common_storage(const char* op, std::initializer_list<ConstAct> tensors) {
+  DType type = DType::f32;
+  bool seen = false;
+  for (const ConstAct& t : tensors) {
+    if (t.data == nullptr) continue;
+    BERT_CHECK(!seen || t.type == type, Code::internal, op, ": activation tensors of different storage types (",
+               dtype_name(type), " and ", dtype_name(t.type), ")");
+    type = t.type;
+    seen = true;
+  }
+  return type;
+}
+
+template <typename T>
+T* typed(Act a) {
+  return static_cast<T*>(a.data);
+}
+template <typename T>
+const T* typed(ConstAct a) {
+  return static_cast<const T*>(a.data);
 }
 
 template <typename T>

@@ -9,16 +9,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
 #include "core/op_params.h"
 
 namespace bert::kernels {
 
-// out = dropout(in) + residual (residual may be null); out may alias in.
-void dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
-                          const DropoutSite& site, float keep_scale, int64_t index_base,
-                          cudaStream_t stream);
+// out = dropout(in) + residual (residual may be null); out may alias in. One storage type.
+void dropout_residual_fwd(Act out, ConstAct in, ConstAct residual, int64_t n, const DropoutSite& site,
+                          float keep_scale, int64_t index_base, cudaStream_t stream);
 // din = dout ⊙ mask · keep_scale; din may alias dout.
-void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site,
-                 float keep_scale, cudaStream_t stream);
+void dropout_bwd(Act din, ConstAct dout, int64_t n, const DropoutSite& site, float keep_scale,
+                 cudaStream_t stream);
 
 }  // namespace bert::kernels

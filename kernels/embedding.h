@@ -9,9 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
+
 namespace bert::kernels {
 
-void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+void embedding_fwd(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                    const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                    const float* type_emb, int64_t T, int H, cudaStream_t stream);
 

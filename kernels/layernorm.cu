@@ -4,6 +4,8 @@
 // The residual block (residual_layernorm_*): one block per row forward, one block per chunk of
 // rows backward; each thread owns groups of four consecutive columns (one Philox group when the
 // row starts on a multiple of four), kept in registers between the add and the normalisation.
+// Activation tensors are of any storage type (template T); statistics, partials, gamma/beta and
+// all arithmetic are fp32 (double partials), each stored value rounded once.
 #include "kernels/layernorm.h"
 #include "common.cuh"
 #include "core/philox.h"
@@ -18,18 +20,19 @@ constexpr int kGroupCols = 4;                                  // columns per th
 constexpr int kFusedMaxCols = 1024 * 4 * kGroupCols;           // 4 groups of 1024 threads
 constexpr int64_t kFusedRowsPerChunk = kResidualLayerNormRowsPerChunk;
 
-__global__ void layernorm_fwd_kernel(float* out, float* mean, float* rstd, const float* in,
-                                     const float* gamma, const float* beta, int N, float eps) {
+template <typename T>
+__global__ void layernorm_fwd_kernel(T* out, float* mean, float* rstd, const T* in, const float* gamma,
+                                     const float* beta, int N, float eps) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
-  const float* x = in + row * N;  // [N]
-  float* y = out + row * N;       // [N]
+  const T* x = in + row * N;  // [N]
+  T* y = out + row * N;       // [N]
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < N; j += blockDim.x) sum += x[j];
+  for (int j = threadIdx.x; j < N; j += blockDim.x) sum += load(x + j);
   const float mu = block_sum(sum, shared) / N;
   float sq = 0.0f;
   for (int j = threadIdx.x; j < N; j += blockDim.x) {
-    const float d = x[j] - mu;
+    const float d = load(x + j) - mu;
     sq += d * d;
   }
   const float rs = 1.0f / sqrtf(block_sum(sq, shared) / N + eps);
@@ -37,39 +40,39 @@ __global__ void layernorm_fwd_kernel(float* out, float* mean, float* rstd, const
     mean[row] = mu;
     rstd[row] = rs;
   }
-  for (int j = threadIdx.x; j < N; j += blockDim.x) y[j] = (x[j] - mu) * rs * gamma[j] + beta[j];
+  for (int j = threadIdx.x; j < N; j += blockDim.x) store(y + j, (load(x + j) - mu) * rs * gamma[j] + beta[j]);
 }
 
 // din = rstd · (g - mean(g) - x̂ · mean(g ⊙ x̂)) with g = dout ⊙ gamma.
-__global__ void layernorm_bwd_input_kernel(float* din, const float* dout, const float* in,
-                                           const float* mean, const float* rstd,
-                                           const float* gamma, int N) {
+template <typename T>
+__global__ void layernorm_bwd_input_kernel(T* din, const T* dout, const T* in, const float* mean,
+                                           const float* rstd, const float* gamma, int N) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
-  const float* x = in + row * N;
-  const float* dy = dout + row * N;
-  float* dx = din + row * N;
+  const T* x = in + row * N;
+  const T* dy = dout + row * N;
+  T* dx = din + row * N;
   const float mu = mean[row], rs = rstd[row];
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (int j = threadIdx.x; j < N; j += blockDim.x) {
-    const float g = dy[j] * gamma[j];
+    const float g = load(dy + j) * gamma[j];
     sum_g += g;
-    sum_gx += g * ((x[j] - mu) * rs);
+    sum_gx += g * ((load(x + j) - mu) * rs);
   }
   const float mean_g = block_sum(sum_g, shared) / N;
   const float mean_gx = block_sum(sum_gx, shared) / N;
   for (int j = threadIdx.x; j < N; j += blockDim.x) {
-    const float g = dy[j] * gamma[j];
-    const float xhat = (x[j] - mu) * rs;
-    dx[j] = rs * (g - mean_g - xhat * mean_gx);
+    const float g = load(dy + j) * gamma[j];
+    const float xhat = (load(x + j) - mu) * rs;
+    store(dx + j, rs * (g - mean_g - xhat * mean_gx));
   }
 }
 
 // Block (32 columns × 8 row lanes) for column tile blockIdx.x and row chunk blockIdx.y writes
 // partials[chunk][col] (dgamma part) and partials[chunk][N + col] (dbeta part).
-__global__ void layernorm_param_partials_kernel(double* partials, const float* dout,
-                                                const float* in, const float* mean,
-                                                const float* rstd, int64_t M, int N) {
+template <typename T>
+__global__ void layernorm_param_partials_kernel(double* partials, const T* dout, const T* in,
+                                                const float* mean, const float* rstd, int64_t M, int N) {
   __shared__ double s_gamma[kRowLanes][kColTile + 1];
   __shared__ double s_beta[kRowLanes][kColTile + 1];
   const int col = blockIdx.x * kColTile + threadIdx.x;
@@ -79,8 +82,8 @@ __global__ void layernorm_param_partials_kernel(double* partials, const float* d
   double acc_gamma = 0.0, acc_beta = 0.0;
   if (col < N) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
-      const float dy = dout[r * N + col];
-      const float xhat = (in[r * N + col] - mean[r]) * rstd[r];
+      const float dy = load(dout + r * N + col);
+      const float xhat = (load(in + r * N + col) - mean[r]) * rstd[r];
       acc_gamma += static_cast<double>(dy) * xhat;
       acc_beta += dy;
     }
@@ -127,10 +130,10 @@ __device__ int group_column(int k) { return (threadIdx.x + k * blockDim.x) * kGr
 
 // res = dropout(in) + residual (dropout_residual_fwd's bits), out = LayerNorm(res), one row per
 // block; G column groups per thread.
-template <int G>
-__global__ void residual_layernorm_fwd_kernel(float* out, float* res, float* mean, float* rstd,
-                                              const float* in, const float* residual,
-                                              const float* gamma, const float* beta, int N,
+// In 16-bit storage res is saved rounded while the statistics come from the fp32 sum.
+template <int G, typename T>
+__global__ void residual_layernorm_fwd_kernel(T* out, T* res, float* mean, float* rstd, const T* in,
+                                              const T* residual, const float* gamma, const float* beta, int N,
                                               float eps, DropoutSite site, float keep_scale) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
@@ -144,11 +147,11 @@ __global__ void residual_layernorm_fwd_kernel(float* out, float* res, float* mea
     for (int q = 0; q < kGroupCols; ++q) {
       const int c = c0 + q;
       if (c >= N) continue;
-      const float x = in[base + c];
+      const float x = load(in + base + c);
       // __fmul_rn/__fadd_rn: no FMA contraction, so res has the CPU's bits.
       const float dropped = site.p == 0.0f ? x : (u[q] >= site.p ? __fmul_rn(x, keep_scale) : 0.0f);
-      v[k][q] = __fadd_rn(dropped, residual[base + c]);
-      res[base + c] = v[k][q];
+      v[k][q] = __fadd_rn(dropped, load(residual + base + c));
+      store(res + base + c, v[k][q]);
       sum += v[k][q];
     }
   }
@@ -168,7 +171,7 @@ __global__ void residual_layernorm_fwd_kernel(float* out, float* res, float* mea
   for (int k = 0; k < G; ++k) {
     for (int q = 0; q < kGroupCols; ++q) {
       const int c = group_column(k) + q;
-      if (c < N) out[base + c] = (v[k][q] - mu) * rs * gamma[c] + beta[c];
+      if (c < N) store(out + base + c, (v[k][q] - mu) * rs * gamma[c] + beta[c]);
     }
   }
 }
@@ -176,12 +179,11 @@ __global__ void residual_layernorm_fwd_kernel(float* out, float* res, float* mea
 // For the rows of chunk blockIdx.x: d_res = LayerNorm backward of dout (layernorm_bwd_input's
 // formula), d_residual = d_res (may alias dout: each thread reads its columns before writing
 // them), d_in = d_res ⊙ mask · keep_scale; partials[chunk] = Σ_rows (dout ⊙ x̂ | dout) in double.
-template <int G>
-__global__ void residual_layernorm_bwd_kernel(float* d_in, float* d_residual, double* partials,
-                                              const float* dout, const float* res,
-                                              const float* mean, const float* rstd,
-                                              const float* gamma, int64_t M, int N,
-                                              DropoutSite site, float keep_scale) {
+template <int G, typename T>
+__global__ void residual_layernorm_bwd_kernel(T* d_in, T* d_residual, double* partials, const T* dout,
+                                              const T* res, const float* mean, const float* rstd,
+                                              const float* gamma, int64_t M, int N, DropoutSite site,
+                                              float keep_scale) {
   __shared__ float shared[32];
   const int64_t chunk = blockIdx.x;
   double acc_gamma[G][kGroupCols] = {}, acc_beta[G][kGroupCols] = {};
@@ -195,8 +197,8 @@ __global__ void residual_layernorm_bwd_kernel(float* d_in, float* d_residual, do
       for (int q = 0; q < kGroupCols; ++q) {
         const int c = group_column(k) + q;
         if (c >= N) continue;
-        dy[k][q] = dout[base + c];
-        xhat[k][q] = (res[base + c] - mu) * rs;
+        dy[k][q] = load(dout + base + c);
+        xhat[k][q] = (load(res + base + c) - mu) * rs;
         const float g = dy[k][q] * gamma[c];
         sum_g += g;
         sum_gx += g * xhat[k][q];
@@ -213,8 +215,8 @@ __global__ void residual_layernorm_bwd_kernel(float* d_in, float* d_residual, do
         if (c >= N) continue;
         const float g = dy[k][q] * gamma[c];
         const float d_res = rs * (g - mean_g - xhat[k][q] * mean_gx);
-        d_residual[base + c] = d_res;
-        d_in[base + c] = site.p == 0.0f ? d_res : (u[q] >= site.p ? __fmul_rn(d_res, keep_scale) : 0.0f);
+        store(d_residual + base + c, d_res);
+        store(d_in + base + c, site.p == 0.0f ? d_res : (u[q] >= site.p ? __fmul_rn(d_res, keep_scale) : 0.0f));
         acc_gamma[k][q] += static_cast<double>(dy[k][q]) * xhat[k][q];
         acc_beta[k][q] += dy[k][q];
       }
@@ -247,22 +249,27 @@ RowGroups row_groups(int N, const char* op) {
 
 }  // namespace
 
-void layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma,
-                   const float* beta, int64_t M, int N, float eps, cudaStream_t stream) {
+void layernorm_fwd(Act out, float* mean, float* rstd, ConstAct in, const float* gamma, const float* beta, int64_t M,
+                   int N, float eps, cudaStream_t stream) {
   if (M == 0) return;
   BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "layernorm_fwd: ", M, " rows is too many");
-  layernorm_fwd_kernel<<<static_cast<unsigned>(M), threads_for_row(N), 0, stream>>>(
-      out, mean, rstd, in, gamma, beta, N, eps);
+  with_storage(common_storage("layernorm_fwd", {out, in}), [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_fwd_kernel<T><<<static_cast<unsigned>(M), threads_for_row(N), 0, stream>>>(
+        typed<T>(out), mean, rstd, typed<T>(in), gamma, beta, N, eps);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
-void layernorm_bwd_input(float* din, const float* dout, const float* in, const float* mean,
-                         const float* rstd, const float* gamma, int64_t M, int N,
-                         cudaStream_t stream) {
+void layernorm_bwd_input(Act din, ConstAct dout, ConstAct in, const float* mean, const float* rstd,
+                         const float* gamma, int64_t M, int N, cudaStream_t stream) {
   if (M == 0) return;
   BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "layernorm_bwd: ", M, " rows is too many");
-  layernorm_bwd_input_kernel<<<static_cast<unsigned>(M), threads_for_row(N), 0, stream>>>(
-      din, dout, in, mean, rstd, gamma, N);
+  with_storage(common_storage("layernorm_bwd", {din, dout, in}), [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_bwd_input_kernel<T><<<static_cast<unsigned>(M), threads_for_row(N), 0, stream>>>(
+        typed<T>(din), typed<T>(dout), typed<T>(in), mean, rstd, gamma, N);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -270,38 +277,44 @@ int layernorm_param_chunks(int64_t M) {
   return static_cast<int>(ceil_div(M < 1 ? 1 : M, kRowsPerChunk));
 }
 
-void layernorm_bwd_params(float* dgamma, float* dbeta, const float* dout, const float* in,
-                          const float* mean, const float* rstd, int64_t M, int N,
-                          double* partials, cudaStream_t stream) {
+void layernorm_bwd_params(float* dgamma, float* dbeta, ConstAct dout, ConstAct in, const float* mean,
+                          const float* rstd, int64_t M, int N, double* partials, cudaStream_t stream) {
   if (M == 0) return;
   const int chunks = layernorm_param_chunks(M);
   const dim3 grid(static_cast<unsigned>(ceil_div(N, kColTile)), static_cast<unsigned>(chunks));
-  layernorm_param_partials_kernel<<<grid, dim3(kColTile, kRowLanes), 0, stream>>>(
-      partials, dout, in, mean, rstd, M, N);
+  with_storage(common_storage("layernorm_bwd", {dout, in}), [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_param_partials_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, stream>>>(
+        partials, typed<T>(dout), typed<T>(in), mean, rstd, M, N);
+  });
   CUDA_CHECK(cudaGetLastError());
   layernorm_param_finish_kernel<<<static_cast<unsigned>(ceil_div(N, kThreads)), kThreads, 0,
                                   stream>>>(dgamma, dbeta, partials, chunks, N);
   CUDA_CHECK(cudaGetLastError());
 }
 
-void residual_layernorm_fwd(float* out, float* res, float* mean, float* rstd, const float* in,
-                            const float* residual, const float* gamma, const float* beta, int64_t M,
-                            int N, float eps, const DropoutSite& site, float keep_scale,
-                            cudaStream_t stream) {
+void residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct in, ConstAct residual,
+                            const float* gamma, const float* beta, int64_t M, int N, float eps,
+                            const DropoutSite& site, float keep_scale, cudaStream_t stream) {
   if (M == 0) return;
   BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "residual_layernorm_fwd: ", M, " rows is too many");
   const RowGroups rg = row_groups(N, "residual_layernorm_fwd");
   const unsigned blocks = static_cast<unsigned>(M);
-  if (rg.per_thread == 1) {
-    residual_layernorm_fwd_kernel<1><<<blocks, rg.threads, 0, stream>>>(out, res, mean, rstd, in, residual, gamma,
-                                                                        beta, N, eps, site, keep_scale);
-  } else if (rg.per_thread == 2) {
-    residual_layernorm_fwd_kernel<2><<<blocks, rg.threads, 0, stream>>>(out, res, mean, rstd, in, residual, gamma,
-                                                                        beta, N, eps, site, keep_scale);
-  } else {
-    residual_layernorm_fwd_kernel<4><<<blocks, rg.threads, 0, stream>>>(out, res, mean, rstd, in, residual, gamma,
-                                                                        beta, N, eps, site, keep_scale);
-  }
+  with_storage(common_storage("residual_layernorm_fwd", {out, res, in, residual}), [&](auto tag) {
+    using T = decltype(tag);
+    T *o = typed<T>(out), *r = typed<T>(res);
+    const T *x = typed<T>(in), *skip = typed<T>(residual);
+    if (rg.per_thread == 1) {
+      residual_layernorm_fwd_kernel<1, T><<<blocks, rg.threads, 0, stream>>>(o, r, mean, rstd, x, skip, gamma, beta,
+                                                                             N, eps, site, keep_scale);
+    } else if (rg.per_thread == 2) {
+      residual_layernorm_fwd_kernel<2, T><<<blocks, rg.threads, 0, stream>>>(o, r, mean, rstd, x, skip, gamma, beta,
+                                                                             N, eps, site, keep_scale);
+    } else {
+      residual_layernorm_fwd_kernel<4, T><<<blocks, rg.threads, 0, stream>>>(o, r, mean, rstd, x, skip, gamma, beta,
+                                                                             N, eps, site, keep_scale);
+    }
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -309,24 +322,27 @@ int residual_layernorm_chunks(int64_t M) {
   return static_cast<int>(ceil_div(M < 1 ? 1 : M, kFusedRowsPerChunk));
 }
 
-void residual_layernorm_bwd(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                            const float* dout, const float* res, const float* mean,
-                            const float* rstd, const float* gamma, int64_t M, int N,
-                            const DropoutSite& site, float keep_scale, double* partials,
-                            cudaStream_t stream) {
+void residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float* dbeta, ConstAct dout, ConstAct res,
+                            const float* mean, const float* rstd, const float* gamma, int64_t M, int N,
+                            const DropoutSite& site, float keep_scale, double* partials, cudaStream_t stream) {
   if (M == 0) return;
   const RowGroups rg = row_groups(N, "residual_layernorm_bwd");
   const int chunks = residual_layernorm_chunks(M);
-  if (rg.per_thread == 1) {
-    residual_layernorm_bwd_kernel<1><<<chunks, rg.threads, 0, stream>>>(d_in, d_residual, partials, dout, res, mean,
-                                                                        rstd, gamma, M, N, site, keep_scale);
-  } else if (rg.per_thread == 2) {
-    residual_layernorm_bwd_kernel<2><<<chunks, rg.threads, 0, stream>>>(d_in, d_residual, partials, dout, res, mean,
-                                                                        rstd, gamma, M, N, site, keep_scale);
-  } else {
-    residual_layernorm_bwd_kernel<4><<<chunks, rg.threads, 0, stream>>>(d_in, d_residual, partials, dout, res, mean,
-                                                                        rstd, gamma, M, N, site, keep_scale);
-  }
+  with_storage(common_storage("residual_layernorm_bwd", {d_in, d_residual, dout, res}), [&](auto tag) {
+    using T = decltype(tag);
+    T *dx = typed<T>(d_in), *dskip = typed<T>(d_residual);
+    const T *dy = typed<T>(dout), *r = typed<T>(res);
+    if (rg.per_thread == 1) {
+      residual_layernorm_bwd_kernel<1, T><<<chunks, rg.threads, 0, stream>>>(dx, dskip, partials, dy, r, mean, rstd,
+                                                                             gamma, M, N, site, keep_scale);
+    } else if (rg.per_thread == 2) {
+      residual_layernorm_bwd_kernel<2, T><<<chunks, rg.threads, 0, stream>>>(dx, dskip, partials, dy, r, mean, rstd,
+                                                                             gamma, M, N, site, keep_scale);
+    } else {
+      residual_layernorm_bwd_kernel<4, T><<<chunks, rg.threads, 0, stream>>>(dx, dskip, partials, dy, r, mean, rstd,
+                                                                             gamma, M, N, site, keep_scale);
+    }
+  });
   CUDA_CHECK(cudaGetLastError());
   layernorm_param_finish_kernel<<<static_cast<unsigned>(ceil_div(N, kThreads)), kThreads, 0,
                                   stream>>>(dgamma, dbeta, partials, chunks, N);

@@ -11,7 +11,8 @@ constexpr int kRowsPerChunk = 64;
 constexpr int kColTile = 32;
 constexpr int kRowLanes = 8;
 
-__global__ void column_partials_kernel(double* partials, const float* a, int64_t M, int N) {
+template <typename T>
+__global__ void column_partials_kernel(double* partials, const T* a, int64_t M, int N) {
   __shared__ double s_acc[kRowLanes][kColTile + 1];
   const int col = blockIdx.x * kColTile + threadIdx.x;
   const int64_t chunk = blockIdx.y;
@@ -19,7 +20,7 @@ __global__ void column_partials_kernel(double* partials, const float* a, int64_t
   const int64_t r1 = min(M, r0 + kRowsPerChunk);
   double acc = 0.0;
   if (col < N) {
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) acc += a[r * N + col];
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) acc += load(a + r * N + col);
   }
   s_acc[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -71,12 +72,14 @@ int column_sum_chunks(int64_t M) {
   return static_cast<int>(ceil_div(M < 1 ? 1 : M, kRowsPerChunk));
 }
 
-void column_sum_add(float* out, const float* a, int64_t M, int N, double* partials,
-                    cudaStream_t stream) {
+void column_sum_add(float* out, ConstAct a, int64_t M, int N, double* partials, cudaStream_t stream) {
   if (M == 0) return;
   const int chunks = column_sum_chunks(M);
   const dim3 grid(static_cast<unsigned>(ceil_div(N, kColTile)), static_cast<unsigned>(chunks));
-  column_partials_kernel<<<grid, dim3(kColTile, kRowLanes), 0, stream>>>(partials, a, M, N);
+  with_storage(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    column_partials_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, stream>>>(partials, typed<T>(a), M, N);
+  });
   CUDA_CHECK(cudaGetLastError());
   column_finish_kernel<<<static_cast<unsigned>(ceil_div(N, kThreads)), kThreads, 0, stream>>>(
       out, partials, chunks, N);

@@ -10,13 +10,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/act.h"
+
 namespace bert::kernels {
 
 // Row chunks of column_sum_add (its partials are [chunks, N] doubles).
 int column_sum_chunks(int64_t M);
-// out[N] += Σ_rows a[M, N] in a fixed order (double accumulation).
-void column_sum_add(float* out, const float* a, int64_t M, int N, double* partials,
-                    cudaStream_t stream);
+// out[N] += Σ_rows a[M, N] in a fixed order (double accumulation); a of any activation storage type.
+void column_sum_add(float* out, ConstAct a, int64_t M, int N, double* partials, cudaStream_t stream);
 
 // Flattened chunks of a list of parameter segments for the multi-tensor kernels.
 // chunk_start [segs + 1]: first chunk of each segment; offset/size per segment.

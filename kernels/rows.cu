@@ -1,7 +1,8 @@
 // Row gathers and deterministic row scatter-adds (MLM head gathers, embedding backward).
 // scatter_add_rows stably radix-sorts (row, i) pairs with CUB; the first position of each run of
 // equal rows owns that row and adds its sources in increasing i — no float atomics, and the
-// same summation order as the CPU reference.
+// same summation order as the CPU reference. Rows are of any activation storage type (a scatter-add
+// may add 16-bit rows into fp32 ones: the embedding gradients); sums are fp32.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/rows.h"
@@ -10,10 +11,11 @@
 namespace bert::kernels {
 namespace {
 
-__global__ void gather_rows_kernel(float* out, const float* in, const int32_t* rows, int H) {
+template <typename T>
+__global__ void gather_rows_kernel(T* out, const T* in, const int32_t* rows, int H) {
   const int64_t i = blockIdx.x;
-  const float* src = in + static_cast<int64_t>(rows[i]) * H;
-  float* dst = out + i * H;
+  const T* src = in + static_cast<int64_t>(rows[i]) * H;
+  T* dst = out + i * H;
   for (int j = threadIdx.x; j < H; j += blockDim.x) dst[j] = src[j];
 }
 
@@ -23,18 +25,19 @@ __global__ void iota_kernel(int32_t* values, int n) {
 }
 
 // Block b handles sorted position b when it starts a run of equal row ids.
-__global__ void segmented_add_kernel(float* dst, const float* src, const int32_t* sorted_rows,
+template <typename D, typename S>
+__global__ void segmented_add_kernel(D* dst, const S* src, const int32_t* sorted_rows,
                                      const int32_t* sorted_index, int n, int H) {
   const int start = blockIdx.x;
   const int32_t row = sorted_rows[start];
   if (start > 0 && sorted_rows[start - 1] == row) return;
   int end = start + 1;
   while (end < n && sorted_rows[end] == row) ++end;
-  float* d = dst + static_cast<int64_t>(row) * H;
+  D* d = dst + static_cast<int64_t>(row) * H;
   for (int j = threadIdx.x; j < H; j += blockDim.x) {
-    float acc = d[j];
-    for (int k = start; k < end; ++k) acc += src[static_cast<int64_t>(sorted_index[k]) * H + j];
-    d[j] = acc;
+    float acc = load(d + j);
+    for (int k = start; k < end; ++k) acc += load(src + static_cast<int64_t>(sorted_index[k]) * H + j);
+    store(d + j, acc);
   }
 }
 
@@ -51,11 +54,13 @@ size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
-void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H,
-                 cudaStream_t stream) {
+void gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H, cudaStream_t stream) {
   if (n == 0) return;
   BERT_CHECK(n <= 0x7fffffff, Code::invalid_argument, "gather_rows: ", n, " rows is too many");
-  gather_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(out, in, rows, H);
+  with_storage(common_storage("gather_rows", {out, in}), [&](auto tag) {
+    using T = decltype(tag);
+    gather_rows_kernel<T><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(typed<T>(out), typed<T>(in), rows, H);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -66,8 +71,8 @@ size_t scatter_add_scratch_bytes(int64_t n) {
   return 3 * ints + cub_sort_bytes(static_cast<int>(n));
 }
 
-void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H,
-                      void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+void scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H, void* scratch,
+                      size_t scratch_bytes, cudaStream_t stream) {
   if (n == 0) return;
   const int count = static_cast<int>(n);
   const size_t ints = align_up(static_cast<size_t>(n) * sizeof(int32_t));
@@ -82,8 +87,14 @@ void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, rows, sorted_rows, index,
                                              sorted_index, count, 0, 32, stream));
   const int threads = H < kThreads ? ((H + 31) / 32) * 32 : kThreads;
-  segmented_add_kernel<<<static_cast<unsigned>(count), threads, 0, stream>>>(
-      dst, src, sorted_rows, sorted_index, count, H);
+  with_storage(dst.type, [&](auto dst_tag) {
+    with_storage(src.type, [&](auto src_tag) {
+      using D = decltype(dst_tag);
+      using S = decltype(src_tag);
+      segmented_add_kernel<D, S><<<static_cast<unsigned>(count), threads, 0, stream>>>(
+          typed<D>(dst), typed<S>(src), sorted_rows, sorted_index, count, H);
+    });
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -3,6 +3,7 @@
 // label are ignored (loss 0, not correct, gradient 0). argmax takes the first maximal column.
 // Labels >= V are counted on the device (block 0 scans them into a status word the host reads
 // at its next synchronisation), so the launch needs no host copy of the labels and no sync.
+// Logits and their gradient are of any activation storage type; the loss arithmetic is fp32.
 #include "kernels/softmax_xent.h"
 #include "common.cuh"
 
@@ -40,19 +41,20 @@ __device__ void count_bad_labels(int32_t* status, const int32_t* labels, int row
   }
 }
 
-__global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* correct,
-                                    const float* logits, const int32_t* labels, int V, int ld,
-                                    float grad_scale, int32_t* label_status, int rows) {
+template <typename T>
+__global__ void softmax_xent_kernel(T* dlogits, float* losses, int32_t* correct, const T* logits,
+                                    const int32_t* labels, int V, int ld, float grad_scale,
+                                    int32_t* label_status, int rows) {
   __shared__ float s_max[32];
   __shared__ int s_idx[32];
   __shared__ float s_sum[32];
   if (blockIdx.x == 0) count_bad_labels(label_status, labels, rows, V);
   const int64_t row = blockIdx.x;
-  const float* x = logits + row * ld;  // [ld]
-  float* dx = dlogits + row * ld;      // [ld] (may alias x)
+  const T* x = logits + row * ld;  // [ld]
+  T* dx = dlogits + row * ld;      // [ld] (may alias x)
   const int label = labels[row];
   if (label < 0) {
-    for (int j = threadIdx.x; j < ld; j += blockDim.x) dx[j] = 0.0f;
+    for (int j = threadIdx.x; j < ld; j += blockDim.x) store(dx + j, 0.0f);
     if (threadIdx.x == 0) {
       losses[row] = 0.0f;
       if (correct != nullptr) correct[row] = 0;
@@ -64,7 +66,7 @@ __global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* corr
   float best = -INFINITY;
   int best_idx = V;
   for (int j = threadIdx.x; j < V; j += blockDim.x) {
-    const float v = x[j];
+    const float v = load(x + j);
     if (v > best) {
       best = v;
       best_idx = j;
@@ -95,9 +97,9 @@ __global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* corr
     }
   }
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) sum += expf(x[j] - best);
+  for (int j = threadIdx.x; j < V; j += blockDim.x) sum += expf(load(x + j) - best);
   sum = block_sum(sum, s_sum);
-  const float label_logit = label < V ? x[label] : NAN;
+  const float label_logit = label < V ? load(x + label) : NAN;
   __syncthreads();  // every thread has read x[label] before dx (which may alias x) is written
   if (threadIdx.x == 0) {
     losses[row] = logf(sum) + best - label_logit;
@@ -106,21 +108,23 @@ __global__ void softmax_xent_kernel(float* dlogits, float* losses, int32_t* corr
   const float inv_sum = 1.0f / sum;
   for (int j = threadIdx.x; j < ld; j += blockDim.x) {
     float g = 0.0f;
-    if (j < V) g = (expf(x[j] - best) * inv_sum - (j == label ? 1.0f : 0.0f)) * grad_scale;
-    dx[j] = g;
+    if (j < V) g = (expf(load(x + j) - best) * inv_sum - (j == label ? 1.0f : 0.0f)) * grad_scale;
+    store(dx + j, g);
   }
 }
 
 }  // namespace
 
-void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                  const int32_t* labels, int64_t M, int V, int ld, float grad_scale,
-                  int32_t* label_status, cudaStream_t stream) {
+void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels, int64_t M,
+                  int V, int ld, float grad_scale, int32_t* label_status, cudaStream_t stream) {
   if (M == 0) return;
   BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "softmax_xent: ", M, " rows is too many");
-  softmax_xent_kernel<<<static_cast<unsigned>(M), 512, 0, stream>>>(
-      dlogits, losses, correct, logits, labels, V, ld, grad_scale, label_status,
-      static_cast<int>(M));
+  with_storage(common_storage("softmax_xent", {dlogits, logits}), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_xent_kernel<T><<<static_cast<unsigned>(M), 512, 0, stream>>>(
+        typed<T>(dlogits), losses, correct, typed<T>(logits), labels, V, ld, grad_scale, label_status,
+        static_cast<int>(M));
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,12 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
+
 namespace bert::kernels {
 
 // label_status [4] (device): [0] += the number of labels >= V; when [0] was 0 before, [1..3]
-// receive the first such row, its label and V. Those rows' outputs are undefined.
-void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                  const int32_t* labels, int64_t M, int V, int ld, float grad_scale,
-                  int32_t* label_status, cudaStream_t stream);
+// receive the first such row, its label and V. Those rows' outputs are undefined. logits and
+// dlogits (may alias) share one storage type; losses are fp32.
+void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels, int64_t M,
+                  int V, int ld, float grad_scale, int32_t* label_status, cudaStream_t stream);
 
 }  // namespace bert::kernels

@@ -268,7 +268,7 @@ int64_t CostModelOps::distinct_rows(const int32_t* rows, int64_t n) const {
   return static_cast<int64_t>(distinct.size());
 }
 
-void CostModelOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+void CostModelOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
                                       const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) {
   if (inner_) inner_->embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H);
   if (T == 0) return;
@@ -278,21 +278,21 @@ void CostModelOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const
   add("embedding_fwd", "embedding", 2 * t * h, 12 * t + 4 * rows * h, 4 * t * h);
 }
 
-void CostModelOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+void CostModelOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
                                       const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
   if (inner_) inner_->embedding_bwd(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H);
   // CudaOps::embedding_bwd is three scatter_add_rows.
   for (const int32_t* ids : {word_ids, pos_ids, type_ids}) scatter_kernels("embedding_bwd", ids, T, H);
 }
 
-void CostModelOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+void CostModelOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   if (inner_) inner_->gather_rows(out, in, rows, n, H);
   if (n == 0) return;
   const double h = H, e = static_cast<double>(n);
   add("gather_rows", "gather/scatter", 0, 4 * e + 4 * static_cast<double>(distinct_rows(rows, n)) * h, 4 * e * h);
 }
 
-void CostModelOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) {
+void CostModelOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) {
   if (inner_) inner_->scatter_add_rows(dst, src, rows, n, H);
   scatter_kernels("scatter_add_rows", rows, n, H);
 }
@@ -310,9 +310,13 @@ void CostModelOps::scatter_kernels(const char* op, const int32_t* rows, int64_t 
 
 // ---- dense layers ---------------------------------------------------------------------------
 
-void CostModelOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M,
+void CostModelOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act, const float* W, const float* b, int64_t M,
                                    int K, int N, Activation act) {
-  if (inner_) inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act);
+  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* out = out_act.f32();
+  float* pre_act = pre_act_act.f32();
+  const float* in = in_act.f32();
+  if (inner_) inner_->linear_fwd(out_act, pre_act_act, in_act, W, b, M, K, N, act);
   if (M == 0) return;
   Gemm g;  // [M, N] = in [M, K] · W[N, K]^T (+ b)
   g.trans_b = true;
@@ -333,15 +337,21 @@ void CostModelOps::linear_fwd_impl(float* out, float* pre_act, const float* in, 
   if (act != Activation::none) elementwise("linear_fwd", "activation", M * N, 1, 1, activation_flops(act));
 }
 
-void CostModelOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
+void CostModelOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
   if (inner_) inner_->activation_fwd(out, pre, n, act);
   if (n > 0) elementwise("activation_fwd", "activation", n, 1, 1, activation_flops(act));
 }
 
-void CostModelOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                                   const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+void CostModelOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct dout_act, ConstAct in_act, const float* W,
+                                   ConstAct pre_act_act, Act dpre_scratch_act, int64_t M, int K, int N, Activation act,
                                    bool accumulate_din) {
-  if (inner_) inner_->linear_bwd(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din);
+  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* din = din_act.f32();
+  const float* dout = dout_act.f32();
+  const float* in = in_act.f32();
+  const float* pre_act = pre_act_act.f32();
+  float* dpre_scratch = dpre_scratch_act.f32();
+  if (inner_) inner_->linear_bwd(din_act, dW, db, dout_act, in_act, W, pre_act_act, dpre_scratch_act, M, K, N, act, accumulate_din);
   if (M == 0) return;
   const float* dpre = dout;
   if (act != Activation::none) {
@@ -378,7 +388,7 @@ void CostModelOps::linear_bwd_impl(float* din, float* dW, float* db, const float
 
 // ---- normalisation, dropout -------------------------------------------------------------------
 
-void CostModelOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+void CostModelOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma,
                                       const float* beta, int64_t M, int N, float eps) {
   if (inner_) inner_->layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps);
   if (M == 0) return;
@@ -386,7 +396,7 @@ void CostModelOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, cons
   add("layernorm_fwd", "layernorm", 8 * m * n, 4 * m * n + 8 * n, 4 * m * n + 8 * m);
 }
 
-void CostModelOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+void CostModelOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
                                       const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
   if (inner_) inner_->layernorm_bwd(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N);
   if (M == 0) return;
@@ -396,19 +406,19 @@ void CostModelOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, c
   add("layernorm_bwd", "layernorm", 2 * chunks * n, 16 * chunks * n + 8 * n, 8 * n);
 }
 
-void CostModelOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+void CostModelOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                              const DropoutSite& site) {
   if (inner_) inner_->dropout_residual_fwd(out, in, residual, n, site);
-  if (n > 0) elementwise("dropout_residual_fwd", "dropout/residual", n, residual != nullptr ? 2 : 1, 1, 4);
+  if (n > 0) elementwise("dropout_residual_fwd", "dropout/residual", n, residual.data != nullptr ? 2 : 1, 1, 4);
 }
 
-void CostModelOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+void CostModelOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
   if (inner_) inner_->dropout_bwd(din, dout, n, site);
   if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4);
 }
 
-void CostModelOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                               const float* residual, const float* gamma, const float* beta, int64_t M,
+void CostModelOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                               ConstAct residual, const float* gamma, const float* beta, int64_t M,
                                                int N, float eps, const DropoutSite& site) {
   if (inner_) inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
   if (M == 0) return;
@@ -417,8 +427,8 @@ void CostModelOps::residual_layernorm_fwd_impl(float* out, float* res, float* me
   add("residual_layernorm_fwd", "layernorm", 12 * m * n, 8 * m * n + 8 * n, 8 * m * n + 8 * m);
 }
 
-void CostModelOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                               const float* dout, const float* res, const float* mean,
+void CostModelOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
+                                               ConstAct dout, ConstAct res, const float* mean,
                                                const float* rstd, const float* gamma, int64_t M, int N,
                                                const DropoutSite& site) {
   if (inner_) inner_->residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
@@ -442,9 +452,13 @@ void CostModelOps::softmax_table(const char* op, const AttentionLayout& layout, 
   softmax_table_ = std::move(words);
 }
 
-void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+void CostModelOps::attention_fwd_impl(Act ctx_act, Act probs_act, ConstAct qkv_act, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
+  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* ctx = ctx_act.f32();
+  float* probs = probs_act.f32();
+  const float* qkv = qkv_act.f32();
+  if (inner_) inner_->attention_fwd(ctx_act, probs_act, qkv_act, key_bias, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
@@ -493,9 +507,14 @@ void CostModelOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv
   staged_.clear();
 }
 
-void CostModelOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+void CostModelOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct qkv_act, ConstAct probs_act,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
+  float* dqkv = dqkv_act.f32();
+  const float* dctx = dctx_act.f32();
+  const float* qkv = qkv_act.f32();
+  const float* probs = probs_act.f32();
+  if (inner_) inner_->attention_bwd(dqkv_act, dctx_act, qkv_act, probs_act, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
@@ -666,7 +685,7 @@ void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, in
 
 // ---- loss ---------------------------------------------------------------------------------------
 
-void CostModelOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+void CostModelOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                                      const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   if (inner_) inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);
   if (M == 0) return;

@@ -75,42 +75,43 @@ class CostModelOps final : public Ops {
   void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
+  DType activation_type() const override { return inner_ ? inner_->activation_type() : DType::f32; }
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
 
 
  private:
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
-  void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+  void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
                           const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) override;
-  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
                           const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) override;
-  void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
+  void linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M, int K,
                        int N, Activation act) override;
-  void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                       const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+  void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
+                       ConstAct pre_act, Act dpre_scratch, int64_t M, int K, int N, Activation act,
                        bool accumulate_din) override;
-  void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) override;
-  void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
+  void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) override;
+  void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma, const float* beta,
                           int64_t M, int N, float eps) override;
-  void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
+  void layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in, const float* mean,
                           const float* rstd, const float* gamma, int64_t M, int N) override;
-  void dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+  void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                  const DropoutSite& site) override;
-  void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
-  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                   const float* residual, const float* gamma, const float* beta, int64_t M, int N,
+  void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) override;
+  void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                   ConstAct residual, const float* gamma, const float* beta, int64_t M, int N,
                                    float eps, const DropoutSite& site) override;
-  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta, const float* dout,
-                                   const float* res, const float* mean, const float* rstd, const float* gamma,
+  void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta, ConstAct dout,
+                                   ConstAct res, const float* mean, const float* rstd, const float* gamma,
                                    int64_t M, int N, const DropoutSite& site) override;
-  void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias, const AttentionLayout& layout,
+  void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias, const AttentionLayout& layout,
                           int heads, int head_dim, const DropoutSite& site) override;
-  void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override;
-  void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
-  void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) override;
-  void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+  void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override;
+  void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
                          int64_t M, int V, int ld, float grad_scale) override;
   void segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
   void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,

@@ -3,6 +3,8 @@
 // math. Only shapes and scalars are checked here; buffer sizes are the caller's contract.
 #include "backend/ops.h"
 
+#include <initializer_list>
+
 #include "core/error.h"
 
 namespace bert {
@@ -47,109 +49,138 @@ void check_attention_args(const char* op, const AttentionLayout& layout, int hea
   check_dropout_site(op, site);
 }
 
+// Every activation view an op is given is stored in the backend's activation type (a caller
+// passing another type is a bug in the engine, not bad input).
+struct NamedAct {
+  const char* name;
+  ConstAct act;
+};
+void check_types(const char* op, DType expected, std::initializer_list<NamedAct> acts) {
+  for (const NamedAct& a : acts) {
+    BERT_CHECK(a.act.data == nullptr || a.act.type == expected, Code::internal, op, ": ", a.name, " is ",
+               dtype_name(a.act.type), " but this backend stores activations in ", dtype_name(expected));
+  }
+}
+
 }  // namespace
 
-void Ops::embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+void Ops::embedding_fwd(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
                         const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) {
   check_rows_shape("embedding_fwd", T, H);
+  check_types("embedding_fwd", activation_type(), {{"out", out}});
   embedding_fwd_impl(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H);
 }
 
-void Ops::embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+void Ops::embedding_bwd(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
                         const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
   check_rows_shape("embedding_bwd", T, H);
+  check_types("embedding_bwd", activation_type(), {{"dout", dout}});
   embedding_bwd_impl(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H);
 }
 
-void Ops::linear_fwd(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
+void Ops::linear_fwd(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M, int K,
                      int N, Activation act) {
   check_linear_shape("linear_fwd", M, K, N);
+  check_types("linear_fwd", activation_type(), {{"out", out}, {"pre_act", pre_act}, {"in", in}});
   linear_fwd_impl(out, pre_act, in, W, b, M, K, N, act);
 }
 
-void Ops::linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                     const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+void Ops::linear_bwd(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
+                     ConstAct pre_act, Act dpre_scratch, int64_t M, int K, int N, Activation act,
                      bool accumulate_din) {
   check_linear_shape("linear_bwd", M, K, N);
-  BERT_CHECK(act == Activation::none || (pre_act != nullptr && dpre_scratch != nullptr), Code::invalid_argument,
+  BERT_CHECK(act == Activation::none || (pre_act.data != nullptr && dpre_scratch.data != nullptr), Code::invalid_argument,
              "linear_bwd: an activation needs pre_act and dpre_scratch");
+  check_types("linear_bwd", activation_type(), {{"din", din}, {"dout", dout}, {"in", in}, {"pre_act", pre_act}, {"dpre_scratch", dpre_scratch}});
   linear_bwd_impl(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din);
 }
 
-void Ops::activation_fwd(float* out, const float* pre, int64_t n, Activation act) {
+void Ops::activation_fwd(Act out, ConstAct pre, int64_t n, Activation act) {
   check_element_count("activation_fwd", n);
+  check_types("activation_fwd", activation_type(), {{"out", out}, {"pre", pre}});
   activation_fwd_impl(out, pre, n, act);
 }
 
-void Ops::layernorm_fwd(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
+void Ops::layernorm_fwd(Act out, float* mean, float* rstd, ConstAct in, const float* gamma, const float* beta,
                         int64_t M, int N, float eps) {
   check_rows_shape("layernorm_fwd", M, N);
+  check_types("layernorm_fwd", activation_type(), {{"out", out}, {"in", in}});
   layernorm_fwd_impl(out, mean, rstd, in, gamma, beta, M, N, eps);
 }
 
-void Ops::layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+void Ops::layernorm_bwd(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
                         const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
   check_rows_shape("layernorm_bwd", M, N);
+  check_types("layernorm_bwd", activation_type(), {{"din", din}, {"dout", dout}, {"in", in}});
   layernorm_bwd_impl(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N);
 }
 
-void Ops::dropout_residual_fwd(float* out, const float* in, const float* residual, int64_t n,
+void Ops::dropout_residual_fwd(Act out, ConstAct in, ConstAct residual, int64_t n,
                                const DropoutSite& site) {
   check_element_count("dropout_residual_fwd", n);
   check_dropout_site("dropout_residual_fwd", site);
+  check_types("dropout_residual_fwd", activation_type(), {{"out", out}, {"in", in}, {"residual", residual}});
   dropout_residual_fwd_impl(out, in, residual, n, site);
 }
 
-void Ops::dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+void Ops::dropout_bwd(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
   check_element_count("dropout_bwd", n);
   check_dropout_site("dropout_bwd", site);
+  check_types("dropout_bwd", activation_type(), {{"din", din}, {"dout", dout}});
   dropout_bwd_impl(din, dout, n, site);
 }
 
-void Ops::residual_layernorm_fwd(float* out, float* res, float* mean, float* rstd, const float* in,
-                                 const float* residual, const float* gamma, const float* beta, int64_t M, int N,
+void Ops::residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                 ConstAct residual, const float* gamma, const float* beta, int64_t M, int N,
                                  float eps, const DropoutSite& site) {
   check_rows_shape("residual_layernorm_fwd", M, N);
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "residual_layernorm_fwd: eps ", eps, " is negative");
   check_dropout_site("residual_layernorm_fwd", site);
+  check_types("residual_layernorm_fwd", activation_type(), {{"out", out}, {"res", res}, {"in", in}, {"residual", residual}});
   residual_layernorm_fwd_impl(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
 }
 
-void Ops::residual_layernorm_bwd(float* d_in, float* d_residual, float* dgamma, float* dbeta, const float* dout,
-                                 const float* res, const float* mean, const float* rstd, const float* gamma,
+void Ops::residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float* dbeta, ConstAct dout,
+                                 ConstAct res, const float* mean, const float* rstd, const float* gamma,
                                  int64_t M, int N, const DropoutSite& site) {
   check_rows_shape("residual_layernorm_bwd", M, N);
   check_dropout_site("residual_layernorm_bwd", site);
-  BERT_CHECK(M == 0 || (d_in != d_residual && d_in != dout), Code::invalid_argument,
+  BERT_CHECK(M == 0 || (d_in.data != d_residual.data && d_in.data != dout.data), Code::invalid_argument,
              "residual_layernorm_bwd: d_in may not alias d_residual or dout");
+  check_types("residual_layernorm_bwd", activation_type(), {{"d_in", d_in}, {"d_residual", d_residual}, {"dout", dout}, {"res", res}});
   residual_layernorm_bwd_impl(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
 }
 
-void Ops::attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+void Ops::attention_fwd(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   check_attention_args("attention_fwd", layout, heads, head_dim, site);
+  check_types("attention_fwd", activation_type(), {{"ctx", ctx}, {"probs", probs}, {"qkv", qkv}});
   attention_fwd_impl(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
 }
 
-void Ops::attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+void Ops::attention_bwd(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   check_attention_args("attention_bwd", layout, heads, head_dim, site);
+  check_types("attention_bwd", activation_type(), {{"dqkv", dqkv}, {"dctx", dctx}, {"qkv", qkv}, {"probs", probs}});
   attention_bwd_impl(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
 }
 
-void Ops::gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+void Ops::gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   check_rows_shape("gather_rows", n, H);
+  check_types("gather_rows", activation_type(), {{"out", out}, {"in", in}});
   gather_rows_impl(out, in, rows, n, H);
 }
 
-void Ops::scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int H) {
+void Ops::scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) {
   check_rows_shape("scatter_add_rows", n, H);
+  check_types("scatter_add_rows", activation_type(), {{"dst", dst}, {"src", src}});
   scatter_add_rows_impl(dst, src, rows, n, H);
 }
 
-void Ops::softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+void Ops::softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
                        int64_t M, int V, int ld, float grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M, " V=", V, " ld=", ld);
+  check_types("softmax_xent", activation_type(), {{"dlogits", dlogits}, {"logits", logits}});
   softmax_xent_impl(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);
 }
 

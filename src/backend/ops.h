@@ -3,6 +3,9 @@
 // oneDNN GEMMs and OpenMP loops (the fp32 reference) and backend/cuda with cuBLASLt/cuDNN/kernels. All float and
 // int32 pointers are backend memory (host memory for the CPU backend, device memory for CUDA)
 // unless a parameter says "host". Row-major throughout; shapes are given in [brackets].
+// Activations, their gradients and the tensors saved for backward are Act / ConstAct views
+// (core/act.h) stored in the backend's activation_type(); weights, gradients of parameters,
+// optimizer state, LayerNorm statistics, key_bias and losses are fp32 (float*).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/act.h"
 #include "core/op_params.h"
 
 namespace bert {
@@ -56,6 +60,9 @@ class Ops {
   // The backend's work queue (a cudaStream_t for CUDA; null for the CPU, which runs in order),
   // so a communicator can start a collective after the work queued so far.
   virtual void* native_stream() { return nullptr; }
+  // The storage type of every activation tensor the ops take (Act / ConstAct); the public
+  // methods reject views of another type with Error(internal).
+  virtual DType activation_type() const = 0;
 
   // ---- weights ------------------------------------------------------------------------
   // The flat fp32 parameter buffer (master weights). A backend that feeds GEMMs in low
@@ -66,57 +73,57 @@ class Ops {
 
   // ---- embeddings ---------------------------------------------------------------------
   // out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
-  void embedding_fwd(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+  void embedding_fwd(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                      const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                      const float* type_emb, int64_t T, int H);
   // Accumulates (+=) dout rows into the three tables' gradients, deterministically.
-  void embedding_bwd(float* dword, float* dpos, float* dtype, const float* dout,
+  void embedding_bwd(float* dword, float* dpos, float* dtype, ConstAct dout,
                      const int32_t* word_ids, const int32_t* pos_ids,
                      const int32_t* type_ids, int64_t T, int H);
 
   // ---- dense layers -------------------------------------------------------------------
   // out[M,N] = act(in[M,K] · W[N,K]^T + b[N]). b may be null. When act != none, pre_act[M,N]
   // receives the pre-activation for the backward pass (else it may be null).
-  void linear_fwd(float* out, float* pre_act, const float* in, const float* W,
+  void linear_fwd(Act out, Act pre_act, ConstAct in, const float* W,
                   const float* b, int64_t M, int K, int N, Activation act);
   // dpre = dout ⊙ act'(pre_act) (dpre = dout when act == none; dpre_scratch [M,N] is used
   // only when act != none). dW[N,K] += dpre^T·in, db[N] += Σ_rows dpre (db may be null),
   // din[M,K] = dpre·W (or += when accumulate_din; din may be null).
-  void linear_bwd(float* din, float* dW, float* db, const float* dout, const float* in,
-                  const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+  void linear_bwd(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
+                  const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
                   int K, int N, Activation act, bool accumulate_din);
 
   // out = act(pre) over n elements (activation recomputation in backward).
-  void activation_fwd(float* out, const float* pre, int64_t n, Activation act);
+  void activation_fwd(Act out, ConstAct pre, int64_t n, Activation act);
 
   // ---- normalisation, dropout, residual -----------------------------------------------
   // out = (in - mean)·rstd·gamma + beta per row of in[M,N]; mean[M], rstd[M] saved.
-  void layernorm_fwd(float* out, float* mean, float* rstd, const float* in,
+  void layernorm_fwd(Act out, float* mean, float* rstd, ConstAct in,
                      const float* gamma, const float* beta, int64_t M, int N,
                      float eps);
   // din[M,N] = (overwritten) gradient of the input; dgamma, dbeta [N] accumulate (+=).
-  void layernorm_bwd(float* din, float* dgamma, float* dbeta, const float* dout,
-                     const float* in, const float* mean, const float* rstd,
+  void layernorm_bwd(Act din, float* dgamma, float* dbeta, ConstAct dout,
+                     ConstAct in, const float* mean, const float* rstd,
                      const float* gamma, int64_t M, int N);
   // out = dropout(in) + residual (residual may be null); n elements.
-  void dropout_residual_fwd(float* out, const float* in, const float* residual,
+  void dropout_residual_fwd(Act out, ConstAct in, ConstAct residual,
                             int64_t n, const DropoutSite& site);
   // din = dout ⊙ mask / (1 - p) for the mask of `site`; din may alias dout.
-  void dropout_bwd(float* din, const float* dout, int64_t n, const DropoutSite& site);
+  void dropout_bwd(Act din, ConstAct dout, int64_t n, const DropoutSite& site);
   // A post-LN residual block in one pass per row: res = dropout(in) + residual (the mask of
   // `site`, the same Philox stream as dropout_residual_fwd), out = LayerNorm(res) as
   // layernorm_fwd; in, residual, res, out [M,N], mean, rstd [M]. res, mean and rstd are what the
   // backward reads: with them it reads two [M,N] tensors (dout, res) and writes two (d_in,
   // d_residual); the mask is drawn again from `site`, not stored. (Recovering x̂ from out as
   // (out - beta) / gamma would save the res write but divides by gamma and changes the bits.)
-  void residual_layernorm_fwd(float* out, float* res, float* mean, float* rstd, const float* in,
-                              const float* residual, const float* gamma, const float* beta,
+  void residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                              ConstAct residual, const float* gamma, const float* beta,
                               int64_t M, int N, float eps, const DropoutSite& site);
   // Its backward: d_res = LayerNorm backward of dout; d_residual = d_res (overwritten; may alias
   // dout), d_in = d_res ⊙ mask / (1 - p) (overwritten; aliases neither); dgamma, dbeta [N]
   // accumulate (+=), reduced in a fixed order of row chunks.
-  void residual_layernorm_bwd(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                              const float* dout, const float* res, const float* mean,
+  void residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float* dbeta,
+                              ConstAct dout, ConstAct res, const float* mean,
                               const float* rstd, const float* gamma, int64_t M, int N,
                               const DropoutSite& site);
 
@@ -125,19 +132,19 @@ class Ops {
   // For each sequence and head: P = softmax(Q K^T / sqrt(D) + key_bias), saved into probs
   // (pre-dropout, layout per AttentionLayout::probs_offset, then [head][query][key]);
   // ctx [T,H] = dropout(P) · V. key_bias [T] is the additive mask (0 or -10000) per key token.
-  void attention_fwd(float* ctx, float* probs, const float* qkv, const float* key_bias,
+  void attention_fwd(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                      const AttentionLayout& layout, int heads, int head_dim,
                      const DropoutSite& site);
   // dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs and the same site.
-  void attention_bwd(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+  void attention_bwd(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                      const AttentionLayout& layout, int heads, int head_dim,
                      const DropoutSite& site);
 
   // ---- gathers for the heads ----------------------------------------------------------
   // out[i] = in[rows[i]] for i < n (rows of width H).
-  void gather_rows(float* out, const float* in, const int32_t* rows, int64_t n, int H);
+  void gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H);
   // dst[rows[i]] += src[i], deterministically (rows may repeat).
-  void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n,
+  void scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n,
                         int H);
 
   // ---- loss -----------------------------------------------------------------------------
@@ -146,7 +153,7 @@ class Ops {
   // losses[M] = logsumexp - logit[label]; correct[M] = (argmax == label) (may be null);
   // dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns. dlogits may alias
   // logits.
-  void softmax_xent(float* dlogits, float* losses, int32_t* correct, const float* logits,
+  void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                     const int32_t* labels, int64_t M, int V, int ld,
                     float grad_scale);
 
@@ -172,44 +179,44 @@ class Ops {
  private:
   // The backends' implementations: called by the public methods above once the arguments
   // passed their checks (ops.cpp), so they start at the math.
-  virtual void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+  virtual void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                                   const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                                   const float* type_emb, int64_t T, int H) = 0;
-  virtual void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+  virtual void embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
                                   const int32_t* word_ids, const int32_t* pos_ids,
                                   const int32_t* type_ids, int64_t T, int H) = 0;
-  virtual void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W,
+  virtual void linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
                                const float* b, int64_t M, int K, int N, Activation act) = 0;
-  virtual void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
-                               const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+  virtual void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
+                               const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
                                int K, int N, Activation act, bool accumulate_din) = 0;
-  virtual void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) = 0;
-  virtual void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
+  virtual void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) = 0;
+  virtual void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in,
                                   const float* gamma, const float* beta, int64_t M, int N,
                                   float eps) = 0;
-  virtual void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout,
-                                  const float* in, const float* mean, const float* rstd,
+  virtual void layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout,
+                                  ConstAct in, const float* mean, const float* rstd,
                                   const float* gamma, int64_t M, int N) = 0;
-  virtual void dropout_residual_fwd_impl(float* out, const float* in, const float* residual,
+  virtual void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual,
                                          int64_t n, const DropoutSite& site) = 0;
-  virtual void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) = 0;
-  virtual void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                          const float* residual, const float* gamma, const float* beta,
+  virtual void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) = 0;
+  virtual void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                          ConstAct residual, const float* gamma, const float* beta,
                                           int64_t M, int N, float eps, const DropoutSite& site) = 0;
-  virtual void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                          const float* dout, const float* res, const float* mean,
+  virtual void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
+                                          ConstAct dout, ConstAct res, const float* mean,
                                           const float* rstd, const float* gamma, int64_t M, int N,
                                           const DropoutSite& site) = 0;
-  virtual void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+  virtual void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                   const AttentionLayout& layout, int heads, int head_dim,
                                   const DropoutSite& site) = 0;
-  virtual void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+  virtual void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                                   const AttentionLayout& layout, int heads, int head_dim,
                                   const DropoutSite& site) = 0;
-  virtual void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) = 0;
-  virtual void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+  virtual void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) = 0;
+  virtual void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
                                      int H) = 0;
-  virtual void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+  virtual void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                                  const int32_t* labels, int64_t M, int V, int ld,
                                  float grad_scale) = 0;
   virtual void segment_sumsq_impl(double* host_out, const float* x,
@@ -228,8 +235,7 @@ class Ops {
 std::unique_ptr<Ops> make_cpu_ops(int threads, const std::string& precision = "fp32");
 // Return null when the engine was built without CUDA.
 struct CudaOptions {
-  // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation and
-  // outputs are fp32.
+  // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation is fp32.
   std::string precision = "tf32";
   // Attention through cuDNN's fused scaled-dot-product attention instead of the reference
   // GEMM + softmax kernels (needs a build with cudnn-frontend; its dropout masks are cuDNN's).
@@ -237,6 +243,10 @@ struct CudaOptions {
   // Tests: variable-length batches of the fused attention through cuDNN's padded graphs on
   // padded copies (the path of GPUs without cuDNN's ragged backward) on Hopper-class GPUs too.
   bool fused_attention_pad_varlen = false;
+  // With "bf16"/"fp16": store activations, their gradients and the saved tensors in that 16-bit
+  // type (activation_type()), the GEMMs reading and writing them directly; otherwise they are
+  // fp32 and cast before each GEMM. Not with fused_attention yet.
+  bool activations_16bit = false;
 };
 std::unique_ptr<Ops> make_cuda_ops(int device);
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options);

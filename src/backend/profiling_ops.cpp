@@ -33,73 +33,73 @@ void ProfilingOps::fill_zero(void* dst, size_t bytes) {
   timed("fill_zero", [&] { inner_->fill_zero(dst, bytes); });
 }
 
-void ProfilingOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+void ProfilingOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                                       const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                                       const float* type_emb, int64_t T, int H) {
   timed("embedding_fwd",
         [&] { inner_->embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H); });
 }
-void ProfilingOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+void ProfilingOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
                                       const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
   timed("embedding_bwd", [&] { inner_->embedding_bwd(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H); });
 }
-void ProfilingOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M,
+void ProfilingOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M,
                                    int K, int N, Activation act) {
   timed(linear_name(true, act), [&] { inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act); });
 }
-void ProfilingOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                                   const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+void ProfilingOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
+                                   ConstAct pre_act, Act dpre_scratch, int64_t M, int K, int N, Activation act,
                                    bool accumulate_din) {
   timed(linear_name(false, act),
         [&] { inner_->linear_bwd(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din); });
 }
-void ProfilingOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
+void ProfilingOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
   timed("activation_fwd", [&] { inner_->activation_fwd(out, pre, n, act); });
 }
-void ProfilingOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+void ProfilingOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma,
                                       const float* beta, int64_t M, int N, float eps) {
   timed("layernorm_fwd", [&] { inner_->layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps); });
 }
-void ProfilingOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+void ProfilingOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
                                       const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
   timed("layernorm_bwd", [&] { inner_->layernorm_bwd(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N); });
 }
-void ProfilingOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+void ProfilingOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                              const DropoutSite& site) {
   timed("dropout_residual_fwd", [&] { inner_->dropout_residual_fwd(out, in, residual, n, site); });
 }
-void ProfilingOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+void ProfilingOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
   timed("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
 }
-void ProfilingOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                               const float* residual, const float* gamma, const float* beta, int64_t M,
+void ProfilingOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                               ConstAct residual, const float* gamma, const float* beta, int64_t M,
                                                int N, float eps, const DropoutSite& site) {
   timed("residual_layernorm_fwd",
         [&] { inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site); });
 }
-void ProfilingOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                               const float* dout, const float* res, const float* mean,
+void ProfilingOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
+                                               ConstAct dout, ConstAct res, const float* mean,
                                                const float* rstd, const float* gamma, int64_t M, int N,
                                                const DropoutSite& site) {
   timed("residual_layernorm_bwd", [&] {
     inner_->residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
   });
 }
-void ProfilingOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+void ProfilingOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   timed("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site); });
 }
-void ProfilingOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+void ProfilingOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   timed("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site); });
 }
-void ProfilingOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+void ProfilingOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   timed("gather_rows", [&] { inner_->gather_rows(out, in, rows, n, H); });
 }
-void ProfilingOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) {
+void ProfilingOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) {
   timed("scatter_add_rows", [&] { inner_->scatter_add_rows(dst, src, rows, n, H); });
 }
-void ProfilingOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+void ProfilingOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                                      const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   timed("softmax_xent", [&] { inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale); });
 }

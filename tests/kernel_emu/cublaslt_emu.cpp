@@ -2,7 +2,9 @@
 // cublasLtMatmul, D = epilogue(alpha · op(A) · op(B) + beta · C [+ bias]), column-major layouts
 // with leading dimensions, strided batches, fp32/bf16/fp16 inputs (TF32 inputs rounded to 10
 // mantissa bits) multiplied in fp32 by Eigen; epilogues BIAS and GELU_AUX_BIAS (GELU in cuBLASLt's tanh
-// form, the pre-GELU values to the aux matrix). Only the attributes the backend sets are
+// form, the pre-GELU values to the aux matrix). C/D are fp32, or of the inputs' 16-bit type: then
+// the fp32 result is rounded once to D (nearest even) and, as cuBLASLt's defaults have it, the bias
+// and the aux matrix are of D's type too. Only the attributes the backend sets are
 // accepted; any other is refused with CUBLAS_STATUS_INVALID_VALUE so a new use is noticed. Every
 // matrix touched must lie inside one cudaMalloc allocation, which catches wrong ld/stride/shape.
 // Each call adds the bytes its layouts describe to the emulator's traffic counters. The product
@@ -52,6 +54,14 @@ float load(const void* base, cudaDataType type, int64_t index) {
   return type == CUDA_R_16BF ? bert::bf16_bits_to_float(bits) : bert::fp16_bits_to_float(bits);
 }
 
+void store(void* base, cudaDataType type, int64_t index, float v) {
+  if (type == CUDA_R_32F) {
+    static_cast<float*>(base)[index] = v;
+  } else {
+    static_cast<uint16_t*>(base)[index] = type == CUDA_R_16BF ? bert::float_to_bf16_bits(v) : bert::float_to_fp16_bits(v);
+  }
+}
+
 // TF32: fp32 rounded to nearest (ties away) at 10 mantissa bits.
 float to_tf32(float x) {
   uint32_t bits;
@@ -90,7 +100,7 @@ bool shapes_agree(const Desc& d, const Layout& a, const Layout& b, const Layout&
                             (d.epilogue == CUBLASLT_EPILOGUE_BIAS ||
                              (d.aux != nullptr && d.aux_ld >= int64_t(c.rows))));
   return am == c.rows && bn == c.cols && ak == bk && a.batch == c.batch && b.batch == c.batch &&
-         a.type == b.type && valid_type(a.type) && c.type == CUDA_R_32F &&
+         a.type == b.type && valid_type(a.type) && (c.type == CUDA_R_32F || c.type == a.type) &&
          a.ld >= int64_t(a.rows) && b.ld >= int64_t(b.rows) && c.ld >= int64_t(c.rows) &&
          epilogue_ok;
 }
@@ -224,10 +234,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const bool gelu = d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   const int64_t m = lc.rows, n = lc.cols;
   const int64_t k = d.trans_a == CUBLAS_OP_N ? la.cols : la.rows;
-  if (bias && !cuda_emu::inside_allocation(d.bias, static_cast<const float*>(d.bias) + m - 1))
+  const int64_t d_bytes = static_cast<int64_t>(element_bytes(lc.type));  // D, bias and aux
+  if (bias && !cuda_emu::inside_allocation(d.bias, static_cast<const char*>(d.bias) + m * d_bytes - 1))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (gelu && !cuda_emu::inside_allocation(
-                  d.aux, static_cast<const float*>(d.aux) + (m - 1) + (n - 1) * d.aux_ld))
+                  d.aux, static_cast<const char*>(d.aux) + ((m - 1) + (n - 1) * d.aux_ld + 1) * d_bytes - 1))
     return CUBLAS_STATUS_INVALID_VALUE;
   // op(X) of one batch as a dense column-major float matrix (TF32-rounded when asked).
   auto unpack = [tf32](const void* base, const Layout& l, int32_t trans, int64_t batch,
@@ -250,8 +261,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
     const int64_t mn = m * n * lc.batch;
     t.read_bytes += m * k * lc.batch * static_cast<int64_t>(element_bytes(la.type)) +
                     k * n * lc.batch * static_cast<int64_t>(element_bytes(lb.type)) +
-                    (be != 0.0f ? 4 * mn : 0) + (bias ? 4 * m : 0);
-    t.write_bytes += 4 * mn + (gelu ? 4 * mn : 0);
+                    (be != 0.0f ? d_bytes * mn : 0) + (bias ? d_bytes * m : 0);
+    t.write_bytes += d_bytes * mn + (gelu ? d_bytes * mn : 0);
     for (int64_t batch = 0; batch < lc.batch; ++batch) {
       const Eigen::MatrixXf product =
           unpack(A, la, d.trans_a, batch, m, k) * unpack(B, lb, d.trans_b, batch, k, n);
@@ -259,13 +270,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
         for (int64_t i = 0; i < m; ++i) {
           const int64_t at = batch * lc.stride + i + j * lc.ld;
           float v = al * product(i, j);
-          if (be != 0.0f) v += be * static_cast<const float*>(C)[at];
-          if (bias) v += static_cast<const float*>(d.bias)[i];
+          if (be != 0.0f) v += be * load(C, lc.type, at);
+          if (bias) v += load(d.bias, lc.type, i);
           if (gelu) {
-            static_cast<float*>(d.aux)[i + j * d.aux_ld] = v;
+            store(d.aux, lc.type, i + j * d.aux_ld, v);
             v = gelu_tanh(v);
           }
-          static_cast<float*>(D)[at] = v;
+          store(D, lc.type, at, v);
         }
     }
   });

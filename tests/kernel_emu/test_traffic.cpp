@@ -63,72 +63,73 @@ class EmulatorTrafficOps final : public Ops {
   void synchronize() override { count("synchronize", [&] { inner_->synchronize(); }); }
   size_t peak_bytes() const override { return inner_->peak_bytes(); }
   void* native_stream() override { return inner_->native_stream(); }
+  DType activation_type() const override { return inner_->activation_type(); }
   void set_weights(const float* p, int64_t n) override { inner_->set_weights(p, n); }
   void weights_changed() override { inner_->weights_changed(); }
 
  private:
-  void embedding_fwd_impl(float* out, const int32_t* w, const int32_t* p, const int32_t* t, const float* we,
+  void embedding_fwd_impl(Act out, const int32_t* w, const int32_t* p, const int32_t* t, const float* we,
                           const float* pe, const float* te, int64_t T, int H) override {
     count("embedding_fwd", [&] { inner_->embedding_fwd(out, w, p, t, we, pe, te, T, H); });
   }
-  void embedding_bwd_impl(float* dw, float* dp, float* dt, const float* dout, const int32_t* w, const int32_t* p,
+  void embedding_bwd_impl(float* dw, float* dp, float* dt, ConstAct dout, const int32_t* w, const int32_t* p,
                           const int32_t* t, int64_t T, int H) override {
     count("embedding_bwd", [&] { inner_->embedding_bwd(dw, dp, dt, dout, w, p, t, T, H); });
   }
-  void linear_fwd_impl(float* out, float* pre, const float* in, const float* W, const float* b, int64_t M, int K, int N,
+  void linear_fwd_impl(Act out, Act pre, ConstAct in, const float* W, const float* b, int64_t M, int K, int N,
                        Activation act) override {
     count("linear_fwd", [&] { inner_->linear_fwd(out, pre, in, W, b, M, K, N, act); });
   }
-  void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
-                       const float* pre, float* scratch, int64_t M, int K, int N, Activation act, bool acc) override {
+  void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
+                       ConstAct pre, Act scratch, int64_t M, int K, int N, Activation act, bool acc) override {
     count("linear_bwd", [&] { inner_->linear_bwd(din, dW, db, dout, in, W, pre, scratch, M, K, N, act, acc); });
   }
-  void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) override {
+  void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) override {
     count("activation_fwd", [&] { inner_->activation_fwd(out, pre, n, act); });
   }
-  void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* g, const float* b, int64_t M,
+  void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* g, const float* b, int64_t M,
                           int N, float eps) override {
     count("layernorm_fwd", [&] { inner_->layernorm_fwd(out, mean, rstd, in, g, b, M, N, eps); });
   }
-  void layernorm_bwd_impl(float* din, float* dg, float* db, const float* dout, const float* in, const float* mean,
+  void layernorm_bwd_impl(Act din, float* dg, float* db, ConstAct dout, ConstAct in, const float* mean,
                           const float* rstd, const float* g, int64_t M, int N) override {
     count("layernorm_bwd", [&] { inner_->layernorm_bwd(din, dg, db, dout, in, mean, rstd, g, M, N); });
   }
-  void dropout_residual_fwd_impl(float* out, const float* in, const float* res, int64_t n,
+  void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct res, int64_t n,
                                  const DropoutSite& site) override {
     count("dropout_residual_fwd", [&] { inner_->dropout_residual_fwd(out, in, res, n, site); });
   }
-  void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override {
+  void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) override {
     count("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
   }
-  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                   const float* residual, const float* g, const float* b, int64_t M, int N, float eps,
+  void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                   ConstAct residual, const float* g, const float* b, int64_t M, int N, float eps,
                                    const DropoutSite& site) override {
     count("residual_layernorm_fwd",
           [&] { inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, g, b, M, N, eps, site); });
   }
-  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dg, float* db, const float* dout,
-                                   const float* res, const float* mean, const float* rstd, const float* g, int64_t M,
+  void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dg, float* db, ConstAct dout,
+                                   ConstAct res, const float* mean, const float* rstd, const float* g, int64_t M,
                                    int N, const DropoutSite& site) override {
     count("residual_layernorm_bwd", [&] {
       inner_->residual_layernorm_bwd(d_in, d_residual, dg, db, dout, res, mean, rstd, g, M, N, site);
     });
   }
-  void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* kb, const AttentionLayout& layout,
+  void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* kb, const AttentionLayout& layout,
                           int heads, int head_dim, const DropoutSite& site) override {
     count("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, kb, layout, heads, head_dim, site); });
   }
-  void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override {
     count("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site); });
   }
-  void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override {
+  void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override {
     count("gather_rows", [&] { inner_->gather_rows(out, in, rows, n, H); });
   }
-  void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n, int H) override {
+  void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override {
     count("scatter_add_rows", [&] { inner_->scatter_add_rows(dst, src, rows, n, H); });
   }
-  void softmax_xent_impl(float* dl, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+  void softmax_xent_impl(Act dl, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
                          int64_t M, int V, int ld, float grad_scale) override {
     count("softmax_xent", [&] { inner_->softmax_xent(dl, losses, correct, logits, labels, M, V, ld, grad_scale); });
   }

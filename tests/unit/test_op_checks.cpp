@@ -1,6 +1,6 @@
 // The argument checks every backend shares (the Ops methods, backend/ops.cpp), through the CPU
 // ops: each bad call throws Error(invalid_argument) whose message names the op and the value at
-// fault.
+// fault; an activation of the wrong storage type, Error(internal).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -13,12 +13,13 @@
 namespace bert {
 namespace {
 
-void expect_rejected(const std::function<void()>& call, const std::string& message) {
+void expect_rejected(const std::function<void()>& call, const std::string& message,
+                     Code code = Code::invalid_argument) {
   try {
     call();
     FAIL() << "accepted; expected: " << message;
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_EQ(e.code(), code);
     EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
   }
 }
@@ -58,6 +59,25 @@ TEST(OpChecks, MessagesNameTheOpAndTheValue) {
   layout.seq_start = {2, 4};
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, DropoutSite{}); },
                   "attention_fwd: layout needs seq_start = {0, ...}");
+}
+
+// An activation view of another storage type than the backend's is an engine bug: Error(internal)
+// naming the op, the parameter and both types, before any arithmetic.
+TEST(OpChecks, ActivationTypesMustBeTheBackends) {
+  auto ops = make_cpu_ops(1);
+  ASSERT_EQ(ops->activation_type(), DType::f32);
+  std::vector<float> buf(256);
+  float* f = buf.data();
+  const Act bf16(f, DType::bf16);
+  expect_rejected([&] { ops->activation_fwd(f, bf16, 4, Activation::gelu_erf); },
+                  "activation_fwd: pre is bf16 but this backend stores activations in fp32", Code::internal);
+  expect_rejected([&] { ops->linear_fwd(f, Act(f, DType::f16), f, f, nullptr, 2, 4, 4, Activation::gelu_erf); },
+                  "linear_fwd: pre_act is fp16 but this backend stores activations in fp32", Code::internal);
+  expect_rejected([&] { ops->dropout_bwd(bf16, f, 4, DropoutSite{}); },
+                  "dropout_bwd: din is bf16 but this backend stores activations in fp32", Code::internal);
+  EXPECT_EQ(buf[0], 0.0f);  // nothing ran
+  // Null views of any type pass (an optional argument left out).
+  EXPECT_NO_THROW(ops->dropout_residual_fwd(f, f, ConstAct(nullptr, DType::bf16), 4, DropoutSite{}));
 }
 
 }  // namespace

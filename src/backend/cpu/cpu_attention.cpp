@@ -56,7 +56,7 @@ void CpuOps::compute_probs_offsets(const AttentionLayout& layout, int heads) {
   seq_probs_offset_[seqs] = total;
 }
 
-void CpuOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+void CpuOps::attention_fwd_f32(float* ctx, float* probs, const float* qkv, const float* key_bias,
                                 const AttentionLayout& layout, int heads, int head_dim,
                                 const DropoutSite& site) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
@@ -92,7 +92,7 @@ void CpuOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, cons
   }
 }
 
-void CpuOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+void CpuOps::attention_bwd_f32(float* dqkv, const float* dctx, const float* qkv, const float* probs,
                                 const AttentionLayout& layout, int heads, int head_dim,
                                 const DropoutSite& site) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;

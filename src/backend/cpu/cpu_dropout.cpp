@@ -16,7 +16,7 @@ int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
 }  // namespace
 
-void CpuOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+void CpuOps::dropout_residual_fwd_f32(float* out, const float* in, const float* residual, int64_t n,
                                        const DropoutSite& site) {
   const float keep_scale = dropout_keep_scale(site);
   const int64_t chunks = chunks_of(n);
@@ -34,7 +34,7 @@ void CpuOps::dropout_residual_fwd_impl(float* out, const float* in, const float*
   }
 }
 
-void CpuOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+void CpuOps::dropout_bwd_f32(float* din, const float* dout, int64_t n, const DropoutSite& site) {
   if (site.p == 0.0f) {
     if (din != dout) copy(din, dout, static_cast<size_t>(n) * sizeof(float));
     return;

@@ -13,7 +13,7 @@ constexpr int kColumnBlock = 128;
 
 }  // namespace
 
-void CpuOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+void CpuOps::embedding_fwd_f32(float* out, const int32_t* word_ids, const int32_t* pos_ids,
                                 const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                                 const float* type_emb, int64_t T, int H) {
 #pragma omp parallel for num_threads(threads_) if (T * H > kParallelElements)
@@ -26,7 +26,7 @@ void CpuOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32
   }
 }
 
-void CpuOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+void CpuOps::embedding_bwd_f32(float* dword, float* dpos, float* dtype, const float* dout,
                                 const int32_t* word_ids, const int32_t* pos_ids,
                                 const int32_t* type_ids, int64_t T, int H) {
   const int blocks = (H + kColumnBlock - 1) / kColumnBlock;

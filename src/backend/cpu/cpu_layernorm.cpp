@@ -124,7 +124,7 @@ void residual_layernorm_row_bwd(float* d_res, double* acc_gamma, double* acc_bet
 
 }  // namespace
 
-void CpuOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
+void CpuOps::residual_layernorm_fwd_f32(float* out, float* res, float* mean, float* rstd, const float* in,
                                          const float* residual, const float* gamma, const float* beta, int64_t M,
                                          int N, float eps, const DropoutSite& site) {
   const float keep_scale = dropout_keep_scale(site);
@@ -135,7 +135,7 @@ void CpuOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, fl
   }
 }
 
-void CpuOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
+void CpuOps::residual_layernorm_bwd_f32(float* d_in, float* d_residual, float* dgamma, float* dbeta,
                                          const float* dout, const float* res, const float* mean, const float* rstd,
                                          const float* gamma, int64_t M, int N, const DropoutSite& site) {
   const float keep_scale = dropout_keep_scale(site);
@@ -163,7 +163,7 @@ void CpuOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* 
   }
 }
 
-void CpuOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
+void CpuOps::layernorm_fwd_f32(float* out, float* mean, float* rstd, const float* in,
                                 const float* gamma, const float* beta, int64_t M, int N, float eps) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
@@ -171,7 +171,7 @@ void CpuOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const floa
   for (int64_t i = 0; i < M; ++i) layernorm_row_fwd(out + i * N, mean + i, rstd + i, in + i * N, gamma, beta, N, eps);
 }
 
-void CpuOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout,
+void CpuOps::layernorm_bwd_f32(float* din, float* dgamma, float* dbeta, const float* dout,
                                 const float* in, const float* mean, const float* rstd,
                                 const float* gamma, int64_t M, int N) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);

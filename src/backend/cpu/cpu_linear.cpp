@@ -52,7 +52,7 @@ void CpuOps::linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, 
   cpu_gemm_bf16(M, N, K, 1.0f, a, b, beta, C, ldc, threads_);
 }
 
-void CpuOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W,
+void CpuOps::linear_fwd_f32(float* out, float* pre_act, const float* in, const float* W,
                              const float* b, int64_t M, int K, int N, Activation act) {
   BERT_CHECK(act == Activation::none || pre_act != nullptr, Code::invalid_argument,
              "linear_fwd: an activation needs a pre_act buffer");
@@ -71,7 +71,7 @@ void CpuOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const 
   }
 }
 
-void CpuOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
+void CpuOps::activation_fwd_f32(float* out, const float* pre, int64_t n, Activation act) {
   const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
@@ -80,7 +80,7 @@ void CpuOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activa
   }
 }
 
-void CpuOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
+void CpuOps::linear_bwd_f32(float* din, float* dW, float* db, const float* dout, const float* in,
                              const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
                              int K, int N, Activation act, bool accumulate_din) {
   if (M == 0) return;

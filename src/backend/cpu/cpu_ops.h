@@ -42,54 +42,112 @@ class CpuOps final : public Ops {
   void fill_zero(void* dst, size_t bytes) override;
   void synchronize() override {}
   size_t peak_bytes() const override;
+  DType activation_type() const override { return DType::f32; }
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override { weights_bf16_fresh_ = false; }
 
 
  private:
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
-  void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
-                          const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                          const float* type_emb, int64_t T, int H) override;
-  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
-                          const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
-                          int64_t T, int H) override;
+  // The CPU stores activations in fp32 (activation_type(); ops.cpp checks what it is given):
+  // each override unwraps the activation views and runs the fp32 implementation below.
+  void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                          const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T,
+                          int H) override {
+    embedding_fwd_f32(out.f32(), word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H);
+  }
+  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
+                          const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) override {
+    embedding_bwd_f32(dword, dpos, dtype, dout.f32(), word_ids, pos_ids, type_ids, T, H);
+  }
+  void linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M, int K, int N,
+                       Activation act) override {
+    linear_fwd_f32(out.f32(), pre_act.f32(), in.f32(), W, b, M, K, N, act);
+  }
+  void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W, ConstAct pre_act,
+                       Act dpre_scratch, int64_t M, int K, int N, Activation act, bool accumulate_din) override {
+    linear_bwd_f32(din.f32(), dW, db, dout.f32(), in.f32(), W, pre_act.f32(), dpre_scratch.f32(), M, K, N, act,
+                   accumulate_din);
+  }
+  void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) override {
+    activation_fwd_f32(out.f32(), pre.f32(), n, act);
+  }
+  void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma, const float* beta,
+                          int64_t M, int N, float eps) override {
+    layernorm_fwd_f32(out.f32(), mean, rstd, in.f32(), gamma, beta, M, N, eps);
+  }
+  void layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in, const float* mean,
+                          const float* rstd, const float* gamma, int64_t M, int N) override {
+    layernorm_bwd_f32(din.f32(), dgamma, dbeta, dout.f32(), in.f32(), mean, rstd, gamma, M, N);
+  }
+  void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n, const DropoutSite& site) override {
+    dropout_residual_fwd_f32(out.f32(), in.f32(), residual.f32(), n, site);
+  }
+  void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) override {
+    dropout_bwd_f32(din.f32(), dout.f32(), n, site);
+  }
+  void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in, ConstAct residual,
+                                   const float* gamma, const float* beta, int64_t M, int N, float eps,
+                                   const DropoutSite& site) override {
+    residual_layernorm_fwd_f32(out.f32(), res.f32(), mean, rstd, in.f32(), residual.f32(), gamma, beta, M, N, eps,
+                               site);
+  }
+  void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta, ConstAct dout, ConstAct res,
+                                   const float* mean, const float* rstd, const float* gamma, int64_t M, int N,
+                                   const DropoutSite& site) override {
+    residual_layernorm_bwd_f32(d_in.f32(), d_residual.f32(), dgamma, dbeta, dout.f32(), res.f32(), mean, rstd, gamma, M,
+                               N, site);
+  }
+  void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias, const AttentionLayout& layout,
+                          int heads, int head_dim, const DropoutSite& site) override {
+    attention_fwd_f32(ctx.f32(), probs.f32(), qkv.f32(), key_bias, layout, heads, head_dim, site);
+  }
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, const AttentionLayout& layout,
+                          int heads, int head_dim, const DropoutSite& site) override {
+    attention_bwd_f32(dqkv.f32(), dctx.f32(), qkv.f32(), probs.f32(), layout, heads, head_dim, site);
+  }
+  void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override {
+    gather_rows_f32(out.f32(), in.f32(), rows, n, H);
+  }
+  void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override {
+    scatter_add_rows_f32(dst.f32(), src.f32(), rows, n, H);
+  }
+  void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
+                         int64_t M, int V, int ld, float grad_scale) override {
+    softmax_xent_f32(dlogits.f32(), losses, correct, logits.f32(), labels, M, V, ld, grad_scale);
+  }
 
-  void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b,
-                       int64_t M, int K, int N, Activation act) override;
-  void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
-                       const float* W, const float* pre_act, float* dpre_scratch, int64_t M, int K,
-                       int N, Activation act, bool accumulate_din) override;
-  void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) override;
-
-  void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma,
-                          const float* beta, int64_t M, int N, float eps) override;
-  void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
-                          const float* mean, const float* rstd, const float* gamma, int64_t M,
-                          int N) override;
-  void dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
-                                 const DropoutSite& site) override;
-  void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
-  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                   const float* residual, const float* gamma, const float* beta, int64_t M,
-                                   int N, float eps, const DropoutSite& site) override;
-  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                   const float* dout, const float* res, const float* mean, const float* rstd,
-                                   const float* gamma, int64_t M, int N, const DropoutSite& site) override;
-
-  void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
-                          const AttentionLayout& layout, int heads, int head_dim,
-                          const DropoutSite& site) override;
-  void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                          const AttentionLayout& layout, int heads, int head_dim,
-                          const DropoutSite& site) override;
-
-  void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
-  void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
-                             int H) override;
-
-  void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                         const int32_t* labels, int64_t M, int V, int ld, float grad_scale) override;
+  // The fp32 implementations (cpu_<family>.cpp).
+  void embedding_fwd_f32(float* out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
+                         const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H);
+  void embedding_bwd_f32(float* dword, float* dpos, float* dtype, const float* dout, const int32_t* word_ids,
+                         const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H);
+  void linear_fwd_f32(float* out, float* pre_act, const float* in, const float* W, const float* b, int64_t M, int K,
+                      int N, Activation act);
+  void linear_bwd_f32(float* din, float* dW, float* db, const float* dout, const float* in, const float* W,
+                      const float* pre_act, float* dpre_scratch, int64_t M, int K, int N, Activation act,
+                      bool accumulate_din);
+  void activation_fwd_f32(float* out, const float* pre, int64_t n, Activation act);
+  void layernorm_fwd_f32(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
+                         int64_t M, int N, float eps);
+  void layernorm_bwd_f32(float* din, float* dgamma, float* dbeta, const float* dout, const float* in, const float* mean,
+                         const float* rstd, const float* gamma, int64_t M, int N);
+  void dropout_residual_fwd_f32(float* out, const float* in, const float* residual, int64_t n, const DropoutSite& site);
+  void dropout_bwd_f32(float* din, const float* dout, int64_t n, const DropoutSite& site);
+  void residual_layernorm_fwd_f32(float* out, float* res, float* mean, float* rstd, const float* in,
+                                  const float* residual, const float* gamma, const float* beta, int64_t M, int N,
+                                  float eps, const DropoutSite& site);
+  void residual_layernorm_bwd_f32(float* d_in, float* d_residual, float* dgamma, float* dbeta, const float* dout,
+                                  const float* res, const float* mean, const float* rstd, const float* gamma, int64_t M,
+                                  int N, const DropoutSite& site);
+  void attention_fwd_f32(float* ctx, float* probs, const float* qkv, const float* key_bias,
+                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site);
+  void attention_bwd_f32(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site);
+  void gather_rows_f32(float* out, const float* in, const int32_t* rows, int64_t n, int H);
+  void scatter_add_rows_f32(float* dst, const float* src, const int32_t* rows, int64_t n, int H);
+  void softmax_xent_f32(float* dlogits, float* losses, int32_t* correct, const float* logits, const int32_t* labels,
+                        int64_t M, int V, int ld, float grad_scale);
 
   void segment_sumsq_impl(double* host_out, const float* x,
                           const std::vector<ParamSegment>& segs) override;

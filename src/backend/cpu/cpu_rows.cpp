@@ -13,14 +13,14 @@ constexpr int kColumnBlock = 128;
 
 }  // namespace
 
-void CpuOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+void CpuOps::gather_rows_f32(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
 #pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     std::copy_n(in + static_cast<int64_t>(rows[i]) * H, H, out + i * H);
   }
 }
 
-void CpuOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+void CpuOps::scatter_add_rows_f32(float* dst, const float* src, const int32_t* rows, int64_t n,
                                    int H) {
   const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)

@@ -10,7 +10,7 @@
 
 namespace bert {
 
-void CpuOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+void CpuOps::softmax_xent_f32(float* dlogits, float* losses, int32_t* correct, const float* logits,
                                const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
              " V=", V, " ld=", ld);

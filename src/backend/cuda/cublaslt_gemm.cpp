@@ -1,8 +1,8 @@
 // LtGemm: maps row-major GEMMs onto cuBLASLt's column-major API (C^T = op(B)^T · op(A)^T, so
 // B is passed as cuBLASLt's A), builds descriptors per call and caches the heuristic's
-// algorithm per shape/precision/epilogue/alignment. In bf16/fp16 mode an operand inside the
-// registered weight range is read from the WeightMirror; others are first cast to 16-bit scratch
-// copies covering exactly the span the GEMM reads.
+// algorithm per shape/precision/epilogue/output type/alignment. In bf16/fp16 mode a 16-bit operand
+// is read as it is, an fp32 one inside the registered weight range from the WeightMirror; other fp32
+// operands are first cast to 16-bit scratch copies covering exactly the span the GEMM reads.
 #include "backend/cuda/cublaslt_gemm.h"
 
 #include <algorithm>
@@ -36,6 +36,10 @@ uint32_t operand_alignment(const void* p, int64_t ld, int64_t stride, int batch,
     a = std::min(a, alignment_of(reinterpret_cast<const void*>(
                         static_cast<uintptr_t>(stride * static_cast<int64_t>(elem)))));
   return a;
+}
+
+cudaDataType_t cuda_type(DType type) {
+  return type == DType::bf16 ? CUDA_R_16BF : type == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
 int log2_of(uint32_t a) {
@@ -87,7 +91,8 @@ LtGemm::LtGemm(GemmPrecision precision, DeviceMemory& memory, cudaStream_t strea
       memory_(memory),
       stream_(stream),
       a_lowp_(memory, stream),
-      b_lowp_(memory, stream) {
+      b_lowp_(memory, stream),
+      bias_lowp_(memory, stream) {
   if (low_precision())
     weights_ = std::make_unique<WeightMirror>(memory, stream, lowp_kind(precision));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
@@ -109,10 +114,13 @@ bool LtGemm::low_precision() const {
   return precision_ == GemmPrecision::bf16 || precision_ == GemmPrecision::fp16;
 }
 
+DType LtGemm::lowp_dtype() const { return precision_ == GemmPrecision::fp16 ? DType::f16 : DType::bf16; }
+
 LtGemm::Key LtGemm::key_of(const GemmArgs& g, const Plan& plan) const {
   // The alignments of the operands cuBLASLt actually reads (16-bit copies in bf16/fp16 mode).
   const int align = log2_of(plan.align_a) | (log2_of(plan.align_b) << 4) |
-                    (log2_of(plan.align_c) << 8) | (g.beta != 0.0f ? 1 << 12 : 0);
+                    (log2_of(plan.align_c) << 8) | (g.beta != 0.0f ? 1 << 12 : 0) |
+                    (static_cast<int>(g.C.type) << 13);
   return Key(g.trans_a, g.trans_b, static_cast<int>(precision_), g.m, g.n, g.k, g.lda, g.ldb,
              g.ldc, g.stride_a, g.stride_b, g.stride_c, g.batch, static_cast<int>(g.epilogue),
              align);
@@ -155,7 +163,8 @@ const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan)
   return cache_.emplace(key, entry).first->second;
 }
 
-void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, Plan& plan) const {
+void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, const void* bias_lt,
+                        Plan& plan) const {
   const bool lowp = low_precision();
   const cudaDataType_t in_type = precision_ == GemmPrecision::bf16   ? CUDA_R_16BF
                                  : precision_ == GemmPrecision::fp16 ? CUDA_R_16F
@@ -174,7 +183,7 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, P
   const uint64_t b_rows = g.trans_a ? g.m : g.k, b_cols = g.trans_a ? g.k : g.m;
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, a_rows, a_cols, g.ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, b_rows, b_cols, g.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, g.n, g.m, g.ldc));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, cuda_type(g.C.type), g.n, g.m, g.ldc));
   if (g.batch > 1) {
     const int32_t batch = g.batch;
     set_layout(plan.a, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
@@ -189,9 +198,9 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, P
                                        ? CUBLASLT_EPILOGUE_BIAS
                                        : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bias));
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_lt);
     if (g.epilogue == GemmEpilogue::gelu_aux_bias) {
-      set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(g.aux));
+      set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux.data);
       const int64_t aux_ld = g.ldc;
       set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
     }
@@ -201,12 +210,13 @@ void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, P
   const size_t in_elem = lowp ? 2 : 4;
   plan.align_a = operand_alignment(a_lt, g.ldb, g.stride_b, g.batch, in_elem);
   plan.align_b = operand_alignment(b_lt, g.lda, g.stride_a, g.batch, in_elem);
-  plan.align_c = std::min(operand_alignment(g.C, g.ldc, g.stride_c, g.batch, 4),
-                          g.aux != nullptr ? alignment_of(g.aux) : uint32_t{256});
+  plan.align_c = std::min(operand_alignment(g.C.data, g.ldc, g.stride_c, g.batch, dtype_bytes(g.C.type)),
+                          g.aux.data != nullptr ? alignment_of(g.aux.data) : uint32_t{256});
 }
 
-void LtGemm::stage(const float* data, int64_t n) {
-  if (!low_precision() || n <= 0) return;
+void LtGemm::stage(ConstAct operand, int64_t n) {
+  if (!low_precision() || n <= 0 || operand.type != DType::f32) return;
+  const float* data = operand.f32();
   BERT_CHECK(staged_count_ < kMaxStaged, Code::internal, "LtGemm::stage: more than ", kMaxStaged, " staged ranges");
   std::unique_ptr<ScratchBuffer>& copy = staged_copies_[staged_count_];
   if (!copy) copy = std::make_unique<ScratchBuffer>(memory_, stream_);
@@ -215,8 +225,9 @@ void LtGemm::stage(const float* data, int64_t n) {
   staged_[staged_count_++] = Staged{data, n, static_cast<const char*>(bits)};
 }
 
-const void* LtGemm::lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch,
-                                 bool cast) {
+const void* LtGemm::lowp_operand(ConstAct operand, int64_t span, ScratchBuffer& scratch, bool cast) {
+  if (operand.type != DType::f32) return operand.data;  // checked to be lowp_dtype() by run()
+  const float* x = operand.f32();
   if (const void* mirrored = weights_->find(x, span)) return mirrored;
   const std::less<const float*> before;
   for (int i = 0; i < staged_count_; ++i) {
@@ -229,7 +240,7 @@ const void* LtGemm::lowp_operand(const float* x, int64_t span, ScratchBuffer& sc
 }
 
 std::pair<const void*, const void*> LtGemm::lt_operands(const GemmArgs& g, bool cast) {
-  if (!low_precision()) return {g.B, g.A};
+  if (!low_precision()) return {g.B.data, g.A.data};
   const int64_t span_b = g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
                                    : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch);
   const int64_t span_a = g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
@@ -237,12 +248,17 @@ std::pair<const void*, const void*> LtGemm::lt_operands(const GemmArgs& g, bool 
   return {lowp_operand(g.B, span_b, b_lowp_, cast), lowp_operand(g.A, span_a, a_lowp_, cast)};
 }
 
+const void* LtGemm::epilogue_bias(const GemmArgs& g, bool cast) {
+  if (g.bias == nullptr || g.C.type == DType::f32) return g.bias;
+  return lowp_operand(g.bias, g.n, bias_lowp_, cast);
+}
+
 // Probes with the pointers run() will use, so both look up the same algorithm.
 bool LtGemm::supported(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return true;
   const auto [a_lt, b_lt] = lt_operands(g, false);
   Plan plan;
-  build_plan(g, a_lt, b_lt, plan);
+  build_plan(g, a_lt, b_lt, epilogue_bias(g, false), plan);
   return algorithm(g, plan).found;
 }
 
@@ -252,16 +268,23 @@ void LtGemm::run(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   BERT_CHECK(g.k > 0, Code::invalid_argument, "gemm: k=0 is not supported (m=", g.m, " n=", g.n,
              ")");
+  for (const DType type : {g.A.type, g.B.type, g.C.type, g.aux.data ? g.aux.type : g.C.type}) {
+    BERT_CHECK(type == DType::f32 || (low_precision() && type == lowp_dtype()), Code::internal, "gemm: a ",
+               dtype_name(type), " operand in ", gemm_precision_name(precision_), " precision (",
+               low_precision() ? dtype_name(lowp_dtype()) : "fp32", " or fp32 operands only)");
+  }
+  BERT_CHECK(g.aux.data == nullptr || g.aux.type == g.C.type, Code::internal, "gemm: aux is ",
+             dtype_name(g.aux.type), " but C is ", dtype_name(g.C.type));
   const auto [a_lt, b_lt] = lt_operands(g, true);
   Plan plan;
-  build_plan(g, a_lt, b_lt, plan);
+  build_plan(g, a_lt, b_lt, epilogue_bias(g, true), plan);
   const CachedAlgo& algo = algorithm(g, plan);
   BERT_CHECK(algo.found, Code::backend, "cuBLASLt has no algorithm for gemm m=", g.m, " n=", g.n,
              " k=", g.k, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
              " epilogue=", static_cast<int>(g.epilogue), " precision=",
              static_cast<int>(precision_));
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, plan.a_ptr, plan.a, plan.b_ptr, plan.b,
-                              &g.beta, g.C, plan.c, g.C, plan.c, &algo.algo, workspace_,
+                              &g.beta, g.C.data, plan.c, g.C.data, plan.c, &algo.algo, workspace_,
                               kWorkspaceBytes, stream_));
 }
 

@@ -1,8 +1,10 @@
 // Row-major GEMMs through cuBLASLt: C = alpha·op(A)·op(B) + beta·C with optional bias and
 // bias+GELU(aux) epilogues, strided batches, fp32/TF32/bf16/fp16-input precision (fp32
-// accumulation and fp32 outputs always), a 32 MiB workspace and a cache of chosen algorithms
-// keyed by shape, strides, precision, epilogue and pointer alignment. In bf16/fp16 mode an
-// operand inside the registered weight range is read from the WeightMirror.
+// accumulation always), a 32 MiB workspace and a cache of chosen algorithms keyed by shape,
+// strides, precision, epilogue, output type and pointer alignment. In bf16/fp16 mode an fp32
+// operand inside the registered weight range is read from the WeightMirror, a 16-bit one (an
+// activation stored in 16 bits) directly, and C may be 16-bit too (rounded from the fp32
+// accumulator; its bias then comes from the mirror, its aux matrix is 16-bit).
 #pragma once
 
 #include <cublasLt.h>
@@ -17,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/weight_mirror.h"
+#include "core/act.h"
 
 namespace bert {
 
@@ -27,22 +30,23 @@ enum class GemmEpilogue { none, bias, gelu_aux_bias };
 
 // One row-major (batched) GEMM: C[m,n] = alpha · op(A)[m,k] · op(B)[k,n] + beta · C.
 // op(A) = A^T when trans_a (A stored [k,m]); likewise B. lda/ldb/ldc are row strides in
-// elements; stride_* are batch strides. bias [n] is added per row (epilogue bias);
-// gelu_aux_bias writes C = gelu(pre) and aux[m,n] (ld ldc) = pre = A·B + bias.
+// elements; stride_* are batch strides. bias [n] (fp32) is added per row (epilogue bias);
+// gelu_aux_bias writes C = gelu(pre) and aux[m,n] (ld ldc, C's type) = pre = A·B + bias.
+// A, B and C are fp32 or, in bf16/fp16 mode, of that 16-bit type (C with beta != 0 included).
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
-  const float* A = nullptr;
+  ConstAct A;
   int64_t lda = 0, stride_a = 0;
-  const float* B = nullptr;
+  ConstAct B;
   int64_t ldb = 0, stride_b = 0;
-  float* C = nullptr;
+  Act C;
   int64_t ldc = 0, stride_c = 0;
   int batch = 1;
   float alpha = 1.0f, beta = 0.0f;
   GemmEpilogue epilogue = GemmEpilogue::none;
   const float* bias = nullptr;
-  float* aux = nullptr;
+  Act aux;
 };
 
 class LtGemm {
@@ -62,13 +66,13 @@ class LtGemm {
   // False when cuBLASLt offers no algorithm for these arguments (used to probe epilogues).
   bool supported(const GemmArgs& args);
 
-  // Operand staging (bf16/fp16 modes; nothing to do otherwise): casts fp32 data[0, n) to 16 bits
-  // once, and GEMMs read operands inside that range from the copy instead of casting them per
-  // call, until unstage_all(). Attention stages qkv once per layer instead of casting slices of
+  // Operand staging (fp32 data in bf16/fp16 modes; nothing to do otherwise, 16-bit data is read as
+  // it is): casts data[0, n) to 16 bits once, and GEMMs read operands inside that range from the
+  // copy instead of casting them per call, until unstage_to(). Attention stages qkv once per layer instead of casting slices of
   // it for every sequence and GEMM. At most kMaxStaged ranges at once; unstage_to(k) keeps the
   // first k.
   static constexpr int kMaxStaged = 4;
-  void stage(const float* data, int64_t n);
+  void stage(ConstAct data, int64_t n);
   int staged_count() const { return staged_count_; }
   void unstage_to(int count) { staged_count_ = count < staged_count_ ? count : staged_count_; }
 
@@ -82,13 +86,19 @@ class LtGemm {
   };
 
   bool low_precision() const;
-  // The 16-bit version of operand x (span elements): the weight mirror's, else a copy in
-  // scratch, cast only when `cast` (supported() needs the pointer's alignment, not the data).
-  const void* lowp_operand(const float* x, int64_t span, ScratchBuffer& scratch, bool cast);
+  // The 16-bit version of operand x (span elements): x itself when stored in 16 bits, the weight
+  // mirror's, a staged copy, else a copy in scratch, cast only when `cast` (supported() needs the
+  // pointer's alignment, not the data).
+  const void* lowp_operand(ConstAct x, int64_t span, ScratchBuffer& scratch, bool cast);
+  // The bias as the epilogue reads it: fp32, or 16-bit (mirror or scratch copy) for a 16-bit C.
+  const void* epilogue_bias(const GemmArgs& args, bool cast);
+  // The storage type of this precision's 16-bit operands.
+  DType lowp_dtype() const;
   // cuBLASLt's A and B (our B and A): the fp32 inputs, or their 16-bit versions in bf16/fp16.
   std::pair<const void*, const void*> lt_operands(const GemmArgs& args, bool cast);
-  // Fills plan's descriptors; a_lt/b_lt are cuBLASLt's A and B (our B and A, or 16-bit copies).
-  void build_plan(const GemmArgs& args, const void* a_lt, const void* b_lt, Plan& plan) const;
+  // Fills plan's descriptors; a_lt/b_lt are cuBLASLt's A and B (our B and A, or 16-bit copies),
+  // bias_lt the epilogue's bias.
+  void build_plan(const GemmArgs& args, const void* a_lt, const void* b_lt, const void* bias_lt, Plan& plan) const;
   Key key_of(const GemmArgs& args, const Plan& plan) const;
   const CachedAlgo& algorithm(const GemmArgs& args, const Plan& plan);
 
@@ -97,7 +107,7 @@ class LtGemm {
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  ScratchBuffer a_lowp_, b_lowp_;  // 16-bit copies of A and B in bf16/fp16 mode
+  ScratchBuffer a_lowp_, b_lowp_, bias_lowp_;  // 16-bit copies of A, B and a bias in bf16/fp16 mode
   struct Staged {
     const float* base = nullptr;
     int64_t n = 0;

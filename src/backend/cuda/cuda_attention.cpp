@@ -2,7 +2,8 @@
 // head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
 // around the fused scale+mask+softmax(+dropout) kernels, which run once per call over every
 // sequence. Scores are written straight into the saved probs array, and dropped P and dS are
-// laid out like it, so the dropout element index is the index there, as on the CPU. In
+// laid out like it (in the activation type), so the dropout element index is the index there, as
+// on the CPU. With 16-bit activations the GEMMs read and write them directly; with fp32 ones in
 // bf16/fp16 the GEMMs read Q, K, V, dctx, dropped P and dS from 16-bit copies staged once per
 // call (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
 // fused attention both directions go to FusedAttention (cuDNN) instead, for every layout.
@@ -33,11 +34,11 @@ class StagedOperands {
 
 }  // namespace
 
-void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
   if (fused_ != nullptr) {
-    fused_->forward(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
+    fused_->forward(ctx.f32(), probs.f32(), qkv.f32(), key_bias, layout, heads, head_dim, site);
     return;
   }
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
@@ -50,7 +51,7 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
   const float keep_scale = 1.0f / (1.0f - site.p);
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
-  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(elems) : nullptr;  // laid out as probs
+  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
   int64_t offset = 0;  // probs_offset of sequence b
@@ -58,7 +59,7 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
+    const ConstAct q = qkv + s0 * ld_qkv;  // [L, 3H]
     GemmArgs scores;                     // P_h = Q_h [L, D] · K_h[L, D]^T, into probs
     scores.trans_b = true;
     scores.m = L;
@@ -78,7 +79,7 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
     offset += static_cast<int64_t>(heads) * L * L;
   }
   kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, scale, site, keep_scale, stream_);
-  const float* p = dropped != nullptr ? dropped : probs;
+  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, elems);
   offset = 0;
   for (int b = 0; b < layout.num_seqs(); ++b) {
@@ -104,11 +105,11 @@ void CudaOps::attention_fwd_impl(float* ctx, float* probs, const float* qkv, con
   }
 }
 
-void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
   if (fused_ != nullptr) {
-    fused_->backward(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+    fused_->backward(dqkv.f32(), dctx.f32(), qkv.f32(), probs.f32(), layout, heads, head_dim, site);
     return;
   }
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
@@ -121,11 +122,11 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
   const float keep_scale = 1.0f / (1.0f - site.p);
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
-  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(elems) : nullptr;  // laid out as probs
-  float* dgrad = attn_b_->get_as<float>(elems);                                // likewise
+  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
+  const Act dgrad = scratch_act(*attn_b_, elems);                                // likewise
   // The dropout index of an element is its index in probs, for all sequences at once.
-  if (dropped != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, keep_scale, 0, stream_);
-  const float* p = dropped != nullptr ? dropped : probs;
+  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, keep_scale, 0, stream_);
+  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // cast to 16 bits once, not per GEMM
   gemm_->stage(dctx, layout.total_tokens() * H);
@@ -135,8 +136,8 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
-    const float* dc = dctx + s0 * H;     // [L, H]
+    const ConstAct q = qkv + s0 * ld_qkv;  // [L, 3H]
+    const ConstAct dc = dctx + s0 * H;     // [L, H]
     GemmArgs dv;  // dV_h [L, D] = dropout(P_h)^T · dctx_h
     dv.trans_a = true;
     dv.m = L;
@@ -178,8 +179,8 @@ void CudaOps::attention_bwd_impl(float* dqkv, const float* dctx, const float* qk
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld_qkv;  // [L, 3H]
-    float* dq = dqkv + s0 * ld_qkv;      // [L, 3H]
+    const ConstAct q = qkv + s0 * ld_qkv;  // [L, 3H]
+    const Act dq = dqkv + s0 * ld_qkv;      // [L, 3H]
     GemmArgs dqg;  // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
     dqg.m = L;
     dqg.n = head_dim;
@@ -226,13 +227,13 @@ kernels::SoftmaxSequences CudaOps::softmax_sequences(const AttentionLayout& layo
 // Padded batches: sequence b's block of probs starts at b·heads·L² (its probs_offset), and for a
 // fixed head every operand advances by a constant stride from one sequence to the next, so each
 // GEMM runs once per head, batched over the sequences.
-void CudaOps::attention_fwd_by_head(float* ctx, float* probs, const float* qkv, const float* key_bias, int seqs,
+void CudaOps::attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs,
                                     int64_t L, int heads, int head_dim, const DropoutSite& site) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
   const int64_t block = heads * L * L;  // one sequence's probabilities
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float keep_scale = 1.0f / (1.0f - site.p);
-  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(static_cast<size_t>(seqs) * block) : nullptr;
+  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, seqs * block) : Act();
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, seqs * L * ld_qkv);
   for (int h = 0; h < heads; ++h) {
@@ -255,7 +256,7 @@ void CudaOps::attention_fwd_by_head(float* ctx, float* probs, const float* qkv, 
   }
   const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
   kernels::attention_softmax_fwd(probs, dropped, key_bias, padded, heads, scale, site, keep_scale, stream_);
-  const float* p = dropped != nullptr ? dropped : probs;
+  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, seqs * block);
   for (int h = 0; h < heads; ++h) {
     GemmArgs pv;  // ctx[b, h] = dropout(P[b, h]) · V[b, h]
@@ -276,18 +277,18 @@ void CudaOps::attention_fwd_by_head(float* ctx, float* probs, const float* qkv, 
   }
 }
 
-void CudaOps::attention_bwd_by_head(float* dqkv, const float* dctx, const float* qkv, const float* probs, int seqs,
+void CudaOps::attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs,
                                     int64_t L, int heads, int head_dim, const DropoutSite& site) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
   const int64_t block = heads * L * L;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float keep_scale = 1.0f / (1.0f - site.p);
   const size_t all = static_cast<size_t>(seqs) * block;
-  float* dropped = site.p != 0.0f ? attn_a_->get_as<float>(all) : nullptr;
-  float* dgrad = attn_b_->get_as<float>(all);
+  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, all) : Act();
+  const Act dgrad = scratch_act(*attn_b_, all);
   // The dropout index of an element is its index in probs, for all sequences at once.
-  if (dropped != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, keep_scale, 0, stream_);
-  const float* p = dropped != nullptr ? dropped : probs;
+  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, keep_scale, 0, stream_);
+  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, seqs * L * ld_qkv);
   gemm_->stage(dctx, seqs * L * H);

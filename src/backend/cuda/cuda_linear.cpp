@@ -45,14 +45,14 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   g.ldc = K;
   g.epilogue = GemmEpilogue::gelu_aux_bias;
   g.bias = device + M * K + K * K;
-  g.aux = g.C + M * K;
+  g.aux = device + host.size() + M * K;
   GeluProbe probe;
   try {
     upload(device, host.data(), in_bytes);
     if (gemm_->supported(g)) {
       gemm_->run(g);
       std::vector<float> out(M * K);
-      download(out.data(), g.C, out.size() * sizeof(float));
+      download(out.data(), g.C.data, out.size() * sizeof(float));
       for (int i = 0; i < M * K; ++i) {
         probe.err_tanh = std::fmax(probe.err_tanh, std::fabs(out[i] - gelu_tanh_ref(x[i])));
         probe.err_erf = std::fmax(probe.err_erf, std::fabs(out[i] - gelu_erf_ref(x[i])));
@@ -66,9 +66,9 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   return probe;
 }
 
-void CudaOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W,
+void CudaOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
                               const float* b, int64_t M, int K, int N, Activation act) {
-  BERT_CHECK(act == Activation::none || pre_act != nullptr, Code::invalid_argument,
+  BERT_CHECK(act == Activation::none || pre_act.data != nullptr, Code::invalid_argument,
              "linear_fwd: an activation needs a pre_act buffer");
   if (M == 0) return;
   GemmArgs g;  // [M, N] = in [M, K] · W[N, K]^T
@@ -90,7 +90,7 @@ void CudaOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const
       gemm_->run(g);
       return;
     }
-    g.aux = nullptr;
+    g.aux = Act();
   }
   // Unfused: the GEMM (+ bias) lands in pre_act, then the activation kernel writes out.
   g.C = act == Activation::none ? out : pre_act;
@@ -99,15 +99,15 @@ void CudaOps::linear_fwd_impl(float* out, float* pre_act, const float* in, const
   if (act != Activation::none) kernels::activation_fwd(out, pre_act, M * N, act, stream_);
 }
 
-void CudaOps::activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) {
+void CudaOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
   kernels::activation_fwd(out, pre, n, act, stream_);
 }
 
-void CudaOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
-                              const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
+void CudaOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
+                              const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
                               int K, int N, Activation act, bool accumulate_din) {
   if (M == 0) return;
-  const float* dpre = dout;  // [M, N]
+  ConstAct dpre = dout;  // [M, N]
   if (act != Activation::none) {
     kernels::activation_bwd(dpre_scratch, dout, pre_act, M * N, act, stream_);
     dpre = dpre_scratch;
@@ -131,7 +131,7 @@ void CudaOps::linear_bwd_impl(float* din, float* dW, float* db, const float* dou
     g.beta = 1.0f;
     gemm_->run(g);
   }
-  if (din != nullptr) {
+  if (din.data != nullptr) {
     GemmArgs g;  // din[M, K] (+)= dpre[M, N] · W[N, K]
     g.m = M;
     g.n = K;

@@ -45,14 +45,21 @@ bool cuda_available() {
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options) {
-  return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision),
-                                   options.fused_attention, options.fused_attention_pad_varlen);
+  return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision), options.fused_attention,
+                                   options.fused_attention_pad_varlen, options.activations_16bit);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, CudaOptions{}); }
 
-CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen)
+CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen,
+                 bool activations_16bit)
     : device_(device) {
+  if (activations_16bit) {
+    BERT_CHECK(precision == GemmPrecision::bf16 || precision == GemmPrecision::fp16, Code::invalid_argument,
+               "16-bit activations need precision \"bf16\" or \"fp16\", not \"", gemm_precision_name(precision), "\"");
+    BERT_CHECK(!fused_attention, Code::unsupported, "16-bit activations with fused attention are not supported yet");
+    activation_type_ = precision == GemmPrecision::bf16 ? DType::bf16 : DType::f16;
+  }
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -92,10 +99,15 @@ CudaOps::~CudaOps() {
 
 std::string CudaOps::name() const {
   return "cuda:" + std::to_string(device_) + ":" + gemm_precision_name(precision()) +
-         (fused_ != nullptr ? ":fused-attention" : "");
+         (fused_ != nullptr ? ":fused-attention" : "") +
+         (activation_type_ != DType::f32 ? ":16-bit-activations" : "");
 }
 
 // ---- memory ---------------------------------------------------------------------------
+
+Act CudaOps::scratch_act(ScratchBuffer& scratch, int64_t elems) {
+  return Act(scratch.get(static_cast<size_t>(elems) * dtype_bytes(activation_type_)), activation_type_);
+}
 
 void* CudaOps::alloc(size_t bytes) { return memory_->alloc(bytes); }
 
@@ -154,26 +166,26 @@ void CudaOps::weights_changed() {
 
 // ---- embeddings and rows ----------------------------------------------------------------
 
-void CudaOps::embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+void CudaOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                                  const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                                  const float* type_emb, int64_t T, int H) {
   kernels::embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H,
                          stream_);
 }
 
-void CudaOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+void CudaOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
                                  const int32_t* word_ids, const int32_t* pos_ids,
                                  const int32_t* type_ids, int64_t T, int H) {
-  scatter_add_rows(dword, dout, word_ids, T, H);
-  scatter_add_rows(dpos, dout, pos_ids, T, H);
-  scatter_add_rows(dtype, dout, type_ids, T, H);
+  scatter_add_rows_impl(dword, dout, word_ids, T, H);
+  scatter_add_rows_impl(dpos, dout, pos_ids, T, H);
+  scatter_add_rows_impl(dtype, dout, type_ids, T, H);
 }
 
-void CudaOps::gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
+void CudaOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   kernels::gather_rows(out, in, rows, n, H, stream_);
 }
 
-void CudaOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+void CudaOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
                                     int H) {
   if (n == 0) return;
   const size_t bytes = kernels::scatter_add_scratch_bytes(n);
@@ -182,15 +194,15 @@ void CudaOps::scatter_add_rows_impl(float* dst, const float* src, const int32_t*
 
 // ---- normalisation, dropout ---------------------------------------------------------------
 
-void CudaOps::layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in,
+void CudaOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in,
                                  const float* gamma, const float* beta, int64_t M, int N, float eps) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
   kernels::layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps, stream_);
 }
 
-void CudaOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout,
-                                 const float* in, const float* mean, const float* rstd,
+void CudaOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout,
+                                 ConstAct in, const float* mean, const float* rstd,
                                  const float* gamma, int64_t M, int N) {
   BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);
   if (M == 0) return;
@@ -200,24 +212,24 @@ void CudaOps::layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const 
                                 partials_->get_as<double>(partials), stream_);
 }
 
-void CudaOps::dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+void CudaOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                         const DropoutSite& site) {
   kernels::dropout_residual_fwd(out, in, residual, n, site, 1.0f / (1.0f - site.p), 0, stream_);
 }
 
-void CudaOps::dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) {
+void CudaOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
   kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
 }
 
-void CudaOps::residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                          const float* residual, const float* gamma, const float* beta, int64_t M,
+void CudaOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                          ConstAct residual, const float* gamma, const float* beta, int64_t M,
                                           int N, float eps, const DropoutSite& site) {
   kernels::residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site,
                                   1.0f / (1.0f - site.p), stream_);
 }
 
-void CudaOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                          const float* dout, const float* res, const float* mean,
+void CudaOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
+                                          ConstAct dout, ConstAct res, const float* mean,
                                           const float* rstd, const float* gamma, int64_t M, int N,
                                           const DropoutSite& site) {
   if (M == 0) return;
@@ -228,7 +240,7 @@ void CudaOps::residual_layernorm_bwd_impl(float* d_in, float* d_residual, float*
 
 // ---- loss -------------------------------------------------------------------------------
 
-void CudaOps::softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+void CudaOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                                 const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
              " V=", V, " ld=", ld);

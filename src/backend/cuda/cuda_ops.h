@@ -1,9 +1,11 @@
 // CudaOps: the Ops interface on one CUDA device. All work is enqueued on one stream owned by the
 // object (ordered like the CPU reference's calls); download, segment_sumsq and synchronize wait
-// for it (and report a bad softmax_xent label the device counted since). GEMMs run through LtGemm in the precision chosen at construction (reading weights from
-// its low-precision mirror in bf16/fp16 mode); attention runs the reference kernels or, when
-// asked, cuDNN's fused SDPA; everything else runs the kernels in kernels/. Device memory goes
-// through DeviceMemory for peak accounting.
+// for it (and report a bad softmax_xent label the device counted since). GEMMs run through
+// LtGemm in the precision chosen at construction (reading weights from its low-precision mirror
+// in bf16/fp16 mode); activations are fp32 or, with activations_16bit, of that 16-bit type
+// (activation_type()); attention runs the reference kernels or, when asked, cuDNN's fused SDPA;
+// everything else runs the kernels in kernels/. Device memory goes through DeviceMemory for
+// peak accounting.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,8 +26,10 @@ namespace bert {
 class CudaOps final : public Ops {
  public:
   // fused_attention: attention through cuDNN (Error(unsupported) in builds without it);
-  // pad_varlen: see CudaOptions::fused_attention_pad_varlen.
-  CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen);
+  // pad_varlen: see CudaOptions::fused_attention_pad_varlen; activations_16bit: activations
+  // stored in the 16-bit type of a bf16/fp16 precision.
+  CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen = false,
+          bool activations_16bit = false);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -56,6 +60,7 @@ class CudaOps final : public Ops {
   void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
+  DType activation_type() const override { return activation_type_; }
 
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
@@ -63,57 +68,59 @@ class CudaOps final : public Ops {
 
  private:
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
-  void embedding_fwd_impl(float* out, const int32_t* word_ids, const int32_t* pos_ids,
+  void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                           const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                           const float* type_emb, int64_t T, int H) override;
-  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, const float* dout,
+  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
                           const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
                           int64_t T, int H) override;
 
-  void linear_fwd_impl(float* out, float* pre_act, const float* in, const float* W, const float* b,
+  void linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b,
                        int64_t M, int K, int N, Activation act) override;
-  void linear_bwd_impl(float* din, float* dW, float* db, const float* dout, const float* in,
-                       const float* W, const float* pre_act, float* dpre_scratch, int64_t M, int K,
+  void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
+                       const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M, int K,
                        int N, Activation act, bool accumulate_din) override;
-  void activation_fwd_impl(float* out, const float* pre, int64_t n, Activation act) override;
+  void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) override;
 
-  void layernorm_fwd_impl(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+  void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma,
                           const float* beta, int64_t M, int N, float eps) override;
-  void layernorm_bwd_impl(float* din, float* dgamma, float* dbeta, const float* dout, const float* in,
+  void layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
                           const float* mean, const float* rstd, const float* gamma, int64_t M,
                           int N) override;
-  void dropout_residual_fwd_impl(float* out, const float* in, const float* residual, int64_t n,
+  void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                  const DropoutSite& site) override;
-  void dropout_bwd_impl(float* din, const float* dout, int64_t n, const DropoutSite& site) override;
-  void residual_layernorm_fwd_impl(float* out, float* res, float* mean, float* rstd, const float* in,
-                                   const float* residual, const float* gamma, const float* beta, int64_t M,
+  void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) override;
+  void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
+                                   ConstAct residual, const float* gamma, const float* beta, int64_t M,
                                    int N, float eps, const DropoutSite& site) override;
-  void residual_layernorm_bwd_impl(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                   const float* dout, const float* res, const float* mean, const float* rstd,
+  void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
+                                   ConstAct dout, ConstAct res, const float* mean, const float* rstd,
                                    const float* gamma, int64_t M, int N, const DropoutSite& site) override;
 
-  void attention_fwd_impl(float* ctx, float* probs, const float* qkv, const float* key_bias,
+  void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                           const AttentionLayout& layout, int heads, int head_dim,
                           const DropoutSite& site) override;
-  void attention_bwd_impl(float* dqkv, const float* dctx, const float* qkv, const float* probs,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim,
                           const DropoutSite& site) override;
   // Padded batches of more sequences than heads: the attention GEMMs loop over heads, each
   // batched over the sequences (uniform strides), instead of over sequences (uniform length L).
-  void attention_fwd_by_head(float* ctx, float* probs, const float* qkv, const float* key_bias, int seqs, int64_t L,
+  void attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs, int64_t L,
                              int heads, int head_dim, const DropoutSite& site);
-  void attention_bwd_by_head(float* dqkv, const float* dctx, const float* qkv, const float* probs, int seqs,
-                             int64_t L, int heads, int head_dim, const DropoutSite& site);
+  void attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs, int64_t L, int heads,
+                             int head_dim, const DropoutSite& site);
+  // `elems` activation-typed elements of a scratch buffer.
+  Act scratch_act(ScratchBuffer& scratch, int64_t elems);
   // Where the attention softmax finds each sequence: padded batches by arithmetic; packed ones
   // through a device table of token starts and probs offsets, uploaded when the layout (or
   // heads) differs from the last one's, so once per batch rather than once per layer.
   kernels::SoftmaxSequences softmax_sequences(const AttentionLayout& layout, int heads);
 
-  void gather_rows_impl(float* out, const float* in, const int32_t* rows, int64_t n, int H) override;
-  void scatter_add_rows_impl(float* dst, const float* src, const int32_t* rows, int64_t n,
+  void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
+  void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
                              int H) override;
 
-  void softmax_xent_impl(float* dlogits, float* losses, int32_t* correct, const float* logits,
+  void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                          const int32_t* labels, int64_t M, int V, int ld, float grad_scale) override;
 
   void segment_sumsq_impl(double* host_out, const float* x,
@@ -136,6 +143,7 @@ class CudaOps final : public Ops {
   void check_labels();
 
   int device_;
+  DType activation_type_ = DType::f32;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<LtGemm> gemm_;
