@@ -1,6 +1,7 @@
 // safetensors reading and writing (little-endian hosts, as every supported platform is).
 #include "ckpt/safetensors.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -86,15 +87,25 @@ TensorMap read_safetensors(const std::string& path, std::map<std::string, std::s
     const std::string& name = it.key();
     try {
       const std::string dtype = it->at("dtype").get<std::string>();
-      const uint64_t begin = it->at("data_offsets").at(0).get<uint64_t>();
-      const uint64_t end = it->at("data_offsets").at(1).get<uint64_t>();
+      // Offsets and dimensions are non-negative JSON integers (a float such as 1.7e20 would not
+      // convert to an integer type at all).
+      auto index = [&](const nlohmann::json& v, const char* what) -> uint64_t {
+        if (!v.is_number_unsigned()) {
+          fail(Code::checkpoint, "'", path, "' tensor '", name, "' has ", what, " ", v.dump(),
+               ", not a non-negative integer");
+        }
+        return v.get<uint64_t>();
+      };
+      const uint64_t begin = index(it->at("data_offsets").at(0), "data offset");
+      const uint64_t end = index(it->at("data_offsets").at(1), "data offset");
       CheckpointTensor t;
       size_t count = 1;
       for (const auto& d : it->at("shape")) {
-        t.shape.push_back(d.get<int64_t>());
-        if (t.shape.back() < 0 || __builtin_mul_overflow(count, static_cast<size_t>(t.shape.back()), &count)) {
-          fail(Code::checkpoint, "'", path, "' tensor '", name, "' has an impossible shape dimension ", t.shape.back());
+        const uint64_t dim = index(d, "shape dimension");
+        if (dim > uint64_t{INT64_MAX} || __builtin_mul_overflow(count, static_cast<size_t>(dim), &count)) {
+          fail(Code::checkpoint, "'", path, "' tensor '", name, "' has an impossible shape dimension ", dim);
         }
+        t.shape.push_back(static_cast<int64_t>(dim));
       }
       const size_t width = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
       if (width == 0) fail(Code::checkpoint, "'", path, "' tensor '", name, "' has unsupported dtype ", dtype);

@@ -268,3 +268,20 @@ def test_inspect_shows_a_safetensors_source_and_its_mapping(tmp_path):
     assert line.split()[1:] == ["F32", "128x64", "->", "bert.encoder.layer.0.intermediate.dense.weight"], line
     line = next(x for x in info.splitlines() if x.split()[0] == "module.bert.embeddings.LayerNorm.gamma")
     assert line.split()[-1] == "bert.embeddings.LayerNorm.weight"
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("data_offsets", [0, 1.7e20], "has data offset 1.7e+20, not a non-negative integer"),
+    ("data_offsets", [-4, 4], "has data offset -4, not a non-negative integer"),
+    ("shape", [2.5], "has shape dimension 2.5, not a non-negative integer"),
+])
+def test_non_integer_offsets_and_dimensions_are_refused(tmp_path, field, value, message):
+    # A fuzzer's find: a float offset made the reader convert 1.7e20 to an integer (undefined).
+    header = {"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    header["w"][field] = value
+    text = json.dumps(header).encode()
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(8))
+    result = subprocess.run([BERT_CKPT, "inspect", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1, result.stderr
+    assert f"'{path}' tensor 'w' {message}" in result.stderr, result.stderr
