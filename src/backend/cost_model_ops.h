@@ -76,6 +76,10 @@ class CostModelOps final : public Ops {
   size_t peak_bytes() const override;
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
   DType activation_type() const override { return inner_ ? inner_->activation_type() : DType::f32; }
+  int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
+    return inner_ ? inner_->attention_saved_elems(max_seqs, max_len, heads)
+                  : Ops::attention_saved_elems(max_seqs, max_len, heads);
+  }
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
 

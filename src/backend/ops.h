@@ -63,6 +63,13 @@ class Ops {
   // The storage type of every activation tensor the ops take (Act / ConstAct); the public
   // methods reject views of another type with Error(internal).
   virtual DType activation_type() const = 0;
+  // Elements of the probs buffer attention_fwd/bwd need for batches of at most max_seqs
+  // sequences of at most max_len tokens: the saved probabilities (heads · Σ len², at most
+  // max_seqs · heads · max_len²) for the reference attention; a backend whose attention saves
+  // less (cuDNN's softmax statistics, heads · tokens) says so.
+  virtual int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const {
+    return max_seqs * heads * max_len * max_len;
+  }
 
   // ---- weights ------------------------------------------------------------------------
   // The flat fp32 parameter buffer (master weights). A backend that feeds GEMMs in low

@@ -69,7 +69,8 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
     emb_ln_ = c.take<float>(T * H);
     hidden0_ = c.take<float>(T * H);
     acts_.assign(config.num_hidden_layers, LayerActs{});
-    float* shared_probs = limits.recompute_attention ? c.take<float>(B * A * S * S) : nullptr;
+    const int64_t probs = ops_.attention_saved_elems(B, S, static_cast<int>(A));
+    float* shared_probs = limits.recompute_attention ? c.take<float>(probs) : nullptr;
     float* shared_inter = limits.recompute_gelu ? c.take<float>(T * I) : nullptr;
     // Inference keeps two layers' activations: layer l reads layer l-1's output and writes its own.
     const size_t kept = limits.inference ? std::min<size_t>(2, acts_.size()) : acts_.size();
@@ -78,7 +79,7 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
       LayerActs& a = acts_[l];
       a.qkv = c.take<float>(T * 3 * H);
       a.ctx = c.take<float>(T * H);
-      a.probs = limits.recompute_attention ? shared_probs : c.take<float>(B * A * S * S);
+      a.probs = limits.recompute_attention ? shared_probs : c.take<float>(probs);
       a.res1 = c.take<float>(T * H);
       a.mean1 = c.take<float>(T);
       a.rstd1 = c.take<float>(T);

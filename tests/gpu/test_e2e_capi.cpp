@@ -7,7 +7,7 @@
 // within 3e-2 (its probabilities are bf16 too). fp16 starting from a loss scale of 1e38 must
 // skip steps, halving the scale each time, then train. The fine-tuning heads give the CPU's
 // loss, logits and head gradient on the GPU in fp32, and train in bf16 and fp16 as the CPU does
-// in fp32.
+// in fp32. With fused attention the activation arena holds softmax statistics, not probabilities.
 #include <bert.h>
 #include <gtest/gtest.h>
 
@@ -80,6 +80,29 @@ TEST(EndToEnd, Bf16FusedAttentionTracksTheCpu) {
   bert_session_destroy(probe);
   expect_same_curve(losses("cuda", R"(, "precision": "bf16", "fused_attention": true)", 20), 3e-2,
                     "bf16 fused attention");
+}
+
+// With fused attention the probs buffers hold cuDNN's softmax statistics (heads · tokens floats
+// per layer), not the reference attention's probabilities (heads · S² per sequence): the arena
+// shrinks by exactly the difference, layers × B × heads × (S² - S) floats.
+TEST(EndToEnd, FusedAttentionArenaHoldsStatisticsNotProbabilities) {
+  bert_session* fused = nullptr;
+  const std::string cfg = config("cuda", R"(, "precision": "bf16", "fused_attention": true)");
+  if (bert_session_create(cfg.c_str(), nullptr, &fused) == BERT_ERR_UNSUPPORTED)
+    GTEST_SKIP() << bert_last_error();
+  bert_session* reference = create(config("cuda", R"(, "precision": "bf16")"));
+  ASSERT_NE(reference, nullptr);
+  bert_memory_info with_fused, without;
+  bert_memory_info_init(&with_fused);
+  bert_memory_info_init(&without);
+  ASSERT_EQ(bert_session_memory(fused, &with_fused), BERT_OK) << bert_last_error();
+  ASSERT_EQ(bert_session_memory(reference, &without), BERT_OK) << bert_last_error();
+  const uint64_t layers = 2, B = 8, heads = 2, S = 64;
+  const uint64_t saved = layers * B * heads * (S * S - S) * sizeof(float);
+  // Each buffer of the arena is rounded up to 64 bytes; these sizes are multiples of 64.
+  EXPECT_EQ(without.activation_bytes - with_fused.activation_bytes, saved);
+  bert_session_destroy(reference);
+  bert_session_destroy(fused);
 }
 
 TEST(EndToEnd, Fp16DynamicLossScalingSkipsOverflowsThenTrains) {

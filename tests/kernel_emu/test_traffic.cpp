@@ -64,6 +64,9 @@ class EmulatorTrafficOps final : public Ops {
   size_t peak_bytes() const override { return inner_->peak_bytes(); }
   void* native_stream() override { return inner_->native_stream(); }
   DType activation_type() const override { return inner_->activation_type(); }
+  int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
+    return inner_->attention_saved_elems(max_seqs, max_len, heads);
+  }
   void set_weights(const float* p, int64_t n) override { inner_->set_weights(p, n); }
   void weights_changed() override { inner_->weights_changed(); }
 

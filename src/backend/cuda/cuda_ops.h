@@ -61,6 +61,10 @@ class CudaOps final : public Ops {
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
   DType activation_type() const override { return activation_type_; }
+  // With fused attention probs holds the softmax statistics: heads · tokens.
+  int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
+    return fused_ != nullptr ? max_seqs * heads * max_len : Ops::attention_saved_elems(max_seqs, max_len, heads);
+  }
 
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
