@@ -13,19 +13,6 @@
 namespace bert::kernels {
 namespace {
 
-template <typename T>
-__device__ __forceinline__ T to_lowp(float x);
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_lowp<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half to_lowp<__half>(float x) {
-  return __float2half_rn(x);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
 // The packed row of padded row r, or -1 when r is padding.
 __device__ __forceinline__ int64_t packed_row(const int32_t* seq_start, int64_t r,
                                               int64_t padded_len) {
@@ -76,9 +63,9 @@ __global__ void pad_kernel(T* padded, const float* packed, const int32_t* seq_st
     if (src >= 0) {
       float v[V];
       load_floats<V>(v, packed + src * width + col);
-      for (int j = 0; j < V; ++j) out.h[j] = to_lowp<T>(v[j]);
+      for (int j = 0; j < V; ++j) store(&out.h[j], v[j]);
     } else {
-      for (int j = 0; j < V; ++j) out.h[j] = to_lowp<T>(0.0f);
+      for (int j = 0; j < V; ++j) store(&out.h[j], 0.0f);
     }
     reinterpret_cast<decltype(out.bits)*>(padded + r * width + col)[0] = out.bits;
   }
@@ -96,7 +83,7 @@ __global__ void unpad_kernel(float* packed, const T* padded, const int32_t* seq_
     Group<T, V> in;
     in.bits = reinterpret_cast<const decltype(in.bits)*>(padded + r * width + col)[0];
     float v[V];
-    for (int j = 0; j < V; ++j) v[j] = to_float(in.h[j]);
+    for (int j = 0; j < V; ++j) v[j] = load(&in.h[j]);
     store_floats<V>(packed + dst * width + col, v);
   }
 }

@@ -13,26 +13,12 @@ namespace {
 
 constexpr int kVec = 8;  // elements per 128-bit access of 16-bit values
 
-template <typename T>
-__device__ __forceinline__ T to_lowp(float x);
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_lowp<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half to_lowp<__half>(float x) {
-  return __float2half_rn(x);
-}
-
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
 // Elements [first, n) one at a time, grid-stride.
 template <typename T>
 __device__ void cast_to_scalar(T* dst, const float* src, int64_t first, int64_t n, float scale) {
   for (int64_t i = first + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = to_lowp<T>(src[i] * scale);
+    store(&dst[i], src[i] * scale);
 }
 
 template <typename T>
@@ -49,7 +35,7 @@ __global__ void cast_to_kernel(T* dst, const float* src, int64_t n, float scale,
         uint4 bits;
         T h[kVec];
       } out;
-      for (int j = 0; j < kVec; ++j) out.h[j] = to_lowp<T>(v[j] * scale);
+      for (int j = 0; j < kVec; ++j) store(&out.h[j], v[j] * scale);
       reinterpret_cast<uint4*>(dst)[g] = out.bits;
     }
     first = groups * kVec;
@@ -70,7 +56,7 @@ __global__ void cast_from_kernel(float* dst, const T* src, int64_t n, float scal
       } in;
       in.bits = reinterpret_cast<const uint4*>(src)[g];
       float v[kVec];
-      for (int j = 0; j < kVec; ++j) v[j] = to_float(in.h[j]) * scale;
+      for (int j = 0; j < kVec; ++j) v[j] = load(&in.h[j]) * scale;
       reinterpret_cast<float4*>(dst)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
       reinterpret_cast<float4*>(dst)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
     }
@@ -78,7 +64,7 @@ __global__ void cast_from_kernel(float* dst, const T* src, int64_t n, float scal
   }
   for (int64_t i = first + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = to_float(src[i]) * scale;
+    dst[i] = load(&src[i]) * scale;
 }
 
 bool aligned16(const void* a, const void* b) {

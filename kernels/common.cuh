@@ -27,7 +27,7 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
 }
 
 // Activation storage: kernels compute in fp32 registers; load() widens a stored value and
-// store() rounds to the storage type (nearest even), as the casts of cast.cu do.
+// store() rounds to the storage type (nearest even); cast.cu's casts are made of them.
 __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ float load(const __half* p) { return __half2float(*p); }
