@@ -47,6 +47,16 @@ struct ForwardStats {
   double mlm_loss() const { return mlm_count ? mlm_loss_sum / mlm_count : 0.0; }
   double nsp_loss() const { return nsp_count ? nsp_loss_sum / nsp_count : 0.0; }
   double task_loss() const { return task_count ? task_loss_sum / task_count : 0.0; }
+  // Adds another micro-batch's sums and counts (every field: the ones a run does not fill are 0).
+  ForwardStats& operator+=(const ForwardStats& o) {
+    mlm_loss_sum += o.mlm_loss_sum, nsp_loss_sum += o.nsp_loss_sum;
+    mlm_count += o.mlm_count, nsp_count += o.nsp_count;
+    mlm_correct += o.mlm_correct, nsp_correct += o.nsp_correct;
+    task_loss_sum += o.task_loss_sum, task_count += o.task_count, task_correct += o.task_correct;
+    start_loss_sum += o.start_loss_sum, end_loss_sum += o.end_loss_sum;
+    start_count += o.start_count, end_count += o.end_count;
+    return *this;
+  }
 };
 
 // What an inference forward copies out, into host memory, in the batch's [B, S] layout (padding

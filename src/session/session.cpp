@@ -456,22 +456,13 @@ EvalStats Session::eval(const BatchView* batch) {
     return eval_task(*batch);
   }
   return abortable([&] {
-    auto run_one = [&](const BatchView& b, ForwardStats& total) {
-      ModelInputs in = inputs(b);
-      ForwardStats f = model_->run(in, DropoutStream{}, nullptr, &abort_);
-      total.mlm_loss_sum += f.mlm_loss_sum;
-      total.mlm_count += f.mlm_count;
-      total.mlm_correct += f.mlm_correct;
-      total.nsp_loss_sum += f.nsp_loss_sum;
-      total.nsp_count += f.nsp_count;
-      total.nsp_correct += f.nsp_correct;
-    };
     const int micro = config_.train.micro_batch;
     ForwardStats total;
     if (batch) {
       BERT_CHECK(batch->batch_size > 0, Code::invalid_argument, "batch_size must be positive, got ", batch->batch_size);
       for (int begin = 0; begin < batch->batch_size; begin += micro) {
-        run_one(slice(*batch, begin, std::min(micro, batch->batch_size - begin), false), total);
+        const BatchView part = slice(*batch, begin, std::min(micro, batch->batch_size - begin), false);
+        total += model_->run(inputs(part), DropoutStream{}, nullptr, &abort_);
       }
     } else {
       total = eval_whole_set();
@@ -498,16 +489,7 @@ EvalStats Session::eval_task(const BatchView& batch) {
       parts.push_back(inputs(slice(batch, begin, std::min(micro, batch.batch_size - begin), config_.task.per_token())));
     }
     ForwardStats total;
-    for (const ModelInputs& in : parts) {
-      const ForwardStats f = model_->run(in, DropoutStream{}, nullptr, &abort_);
-      total.task_loss_sum += f.task_loss_sum;
-      total.task_count += f.task_count;
-      total.task_correct += f.task_correct;
-      total.start_loss_sum += f.start_loss_sum;
-      total.start_count += f.start_count;
-      total.end_loss_sum += f.end_loss_sum;
-      total.end_count += f.end_count;
-    }
+    for (const ModelInputs& in : parts) total += model_->run(in, DropoutStream{}, nullptr, &abort_);
     // Plain double division: no labelled token (or position) gives NaN, as in Hugging Face.
     auto mean = [](double sum, int64_t count) { return sum / static_cast<double>(count); };
     EvalStats e;
