@@ -17,6 +17,7 @@
 #include "bench_cost_model.h"
 #include "bert.h"
 #include "tool_common.h"
+#include "tool_help.h"
 
 namespace {
 
@@ -50,11 +51,9 @@ int main(int argc, char** argv) {
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
   bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false;
   double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
+  if (bert_tools::asks_for_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];

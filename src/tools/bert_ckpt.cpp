@@ -20,6 +20,7 @@
 #include "ckpt/tf_bundle.h"
 #include "core/error.h"
 #include "prep/tfrecord.h"
+#include "tool_help.h"
 
 namespace {
 
@@ -31,11 +32,6 @@ int usage(FILE* out = stderr) {
                "SOURCE: a Hugging Face folder, a .safetensors file (HF or NVIDIA DLE names), or a TensorFlow\n"
                "checkpoint (PREFIX.index with PREFIX.data-*); FILE for inspect may also be a TFRecord file.\n");
   return out == stderr ? 2 : 0;
-}
-bool asks_for_help(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
-  return false;
 }
 
 
@@ -166,7 +162,7 @@ int import(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (asks_for_help(argc, argv)) return usage(stdout);
+  if (bert_tools::asks_for_help(argc, argv)) return usage(stdout);
   if (argc < 3) return usage();
   const std::string command = argv[1];
   try {

@@ -33,6 +33,7 @@
 #include "finetune_common.h"
 #include "squad_task.h"
 #include "tool_common.h"
+#include "tool_help.h"
 
 namespace {
 
@@ -294,7 +295,7 @@ int run(const std::string& config_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) return usage(stdout);
+  if (bert_tools::asks_for_help(argc, argv)) return usage(stdout);
   if (argc != 2) return usage();
   try {
     return bert_tools::finish(run(argv[1]));

@@ -30,6 +30,7 @@
 #include "finetune_common.h"
 #include "squad_task.h"
 #include "tool_common.h"
+#include "tool_help.h"
 
 namespace {
 
@@ -42,11 +43,6 @@ int usage(FILE* out = stderr) {
                        "  or conll (CoNLL file in and out); squad also takes [--doc-stride 128] [--max-query-length 64]\n"
                        "  [--n-best 20] [--max-answer-length 30] [--null-score-diff-threshold 0.0]\n");
   return out == stderr ? 2 : 0;
-}
-bool asks_for_help(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
-  return false;
 }
 
 
@@ -232,7 +228,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (asks_for_help(argc, argv)) return usage(stdout);
+  if (bert_tools::asks_for_help(argc, argv)) return usage(stdout);
   std::map<std::string, std::string> args;
   for (int i = 1; i < argc; i += 2) {
     const std::string key = argv[i];

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "tasks/squad_metrics.h"
+#include "tool_help.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ nlohmann::json read_json(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool help = argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h");
+  const bool help = bert_tools::asks_for_help(argc, argv);
   if (help || argc != 3) {
     std::fprintf(help ? stdout : stderr, "usage: bert-squad-eval DATASET.json PREDICTIONS.json\n");
     return help ? 0 : 2;

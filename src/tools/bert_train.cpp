@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "mlperf_log.h"
 #include "run_dir.h"
 #include "tool_common.h"
+#include "tool_help.h"
 
 namespace {
 
@@ -537,11 +537,9 @@ bool check_fresh_dirs(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      usage(stdout);
-      return 0;
-    }
+  if (bert_tools::asks_for_help(argc, argv)) {
+    usage(stdout);
+    return 0;
   }
   Options o;
   if (!parse_args(argc, argv, o)) {
