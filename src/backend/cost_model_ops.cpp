@@ -1,7 +1,7 @@
 // CostModelOps: each Ops call becomes the list of kernels CudaOps launches for it (same control
 // flow as backend/cuda: cuda_ops.cpp, cuda_linear.cpp, cuda_attention.cpp, cublaslt_gemm.cpp and
-// the launchers in kernels/), each with its FLOPs and the bytes it must move; and the roofline
-// prediction over those kernels. FLOPs of the non-GEMM kernels are rough operation counts: those
+// the launchers in kernels/), each with its FLOPs and the bytes it must move (activations at the
+// size of the type each call passes them in); and the roofline prediction over those kernels. FLOPs of the non-GEMM kernels are rough operation counts: those
 // kernels are memory-bound by far, so their bytes decide their time.
 #include "backend/cost_model_ops.h"
 
@@ -78,6 +78,14 @@ CostModelOps::CostModelOps(const CostModelOptions& options, std::unique_ptr<Ops>
   const std::string& p = options_.precision;
   BERT_CHECK(p == "fp32" || p == "tf32" || p == "bf16" || p == "fp16", Code::invalid_argument,
              "cost model: precision '", p, "' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
+  BERT_CHECK(!options_.activations_16bit || low_precision(), Code::invalid_argument,
+             "cost model: 16-bit activations need precision bf16 or fp16, not '", p, "'");
+}
+
+DType CostModelOps::activation_type() const {
+  if (inner_) return inner_->activation_type();
+  if (!options_.activations_16bit) return DType::f32;
+  return options_.precision == "bf16" ? DType::bf16 : DType::f16;
 }
 
 CostModelOps::~CostModelOps() {
@@ -194,7 +202,9 @@ void CostModelOps::weights_changed() {
 
 // ---- GEMMs ----------------------------------------------------------------------------------
 
-void CostModelOps::lowp_operand(const char* op, const float* x, int64_t span) {
+void CostModelOps::lowp_operand(const char* op, ConstAct operand, int64_t span) {
+  if (operand.type != DType::f32) return;  // a 16-bit activation: read as it is
+  const float* x = operand.f32();
   const std::less<const float*> before;
   const bool mirrored = weights_ != nullptr && x != nullptr && !before(x, weights_) &&
                         !before(weights_ + weight_elems_, x) && span <= (weights_ + weight_elems_) - x;
@@ -213,14 +223,14 @@ void CostModelOps::lowp_operand(const char* op, const float* x, int64_t span) {
   add(op, "cast (activations)", n, 4 * n, 2 * n);
 }
 
-void CostModelOps::stage(const char* op, const float* data, int64_t n) {
-  if (!low_precision() || n <= 0) return;
+void CostModelOps::stage(const char* op, ConstAct data, int64_t n) {
+  if (!low_precision() || n <= 0 || data.type != DType::f32) return;
   add(op, "cast (activations)", static_cast<double>(n), 4.0 * n, 2.0 * n);
-  staged_.emplace_back(data, n);
+  staged_.emplace_back(data.f32(), n);
 }
 
-void CostModelOps::stage_scratch(const char* op, int64_t n) {
-  if (low_precision() && n > 0) add(op, "cast (activations)", static_cast<double>(n), 4.0 * n, 2.0 * n);
+void CostModelOps::stage_scratch(const char* op, int64_t n, DType type) {
+  if (low_precision() && n > 0 && type == DType::f32) add(op, "cast (activations)", static_cast<double>(n), 4.0 * n, 2.0 * n);
 }
 
 void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
@@ -234,22 +244,26 @@ void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
                                       : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch));
     }
   }
+  // A 16-bit C reads its bias as 16 bits too (LtGemm::epilogue_bias: the mirror's copy).
+  const double c_elem = static_cast<double>(dtype_bytes(g.c_type));
+  if (g.bias != nullptr && g.c_type != DType::f32) lowp_operand(op, g.bias, g.n);
   const double batch = g.batch, m = static_cast<double>(g.m), n = static_cast<double>(g.n),
                k = static_cast<double>(g.k);
-  const double read = in_elem * batch * (m * k + k * n) + (g.beta ? 4 * batch * m * n : 0) + (g.bias ? 4 * n : 0);
-  const double write = 4 * batch * m * n * (g.aux ? 2 : 1);
+  const double read = in_elem * batch * (m * k + k * n) + (g.beta ? c_elem * batch * m * n : 0) +
+                      (g.bias != nullptr ? c_elem * n : 0);
+  const double write = c_elem * batch * m * n * (g.aux ? 2 : 1);
   add(op, kind, 2 * batch * m * n * k, read, write).unit = gemm_unit();
 }
 
 void CostModelOps::elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs,
-                               double flops_per_elem) {
-  const double e = static_cast<double>(n);
-  add(op, kind, flops_per_elem * e, 4 * inputs * e, 4 * outputs * e);
+                               double flops_per_elem, DType type) {
+  const double e = static_cast<double>(n), size = static_cast<double>(dtype_bytes(type));
+  add(op, kind, flops_per_elem * e, size * inputs * e, size * outputs * e);
 }
 
-void CostModelOps::column_sum(const char* op, int64_t M, int N) {
-  const double chunks = static_cast<double>(chunks_of(M)), n = N;
-  add(op, "bias grad", static_cast<double>(M) * N, 4.0 * static_cast<double>(M) * N, 8 * chunks * n);
+void CostModelOps::column_sum(const char* op, int64_t M, int N, DType type) {
+  const double chunks = static_cast<double>(chunks_of(M)), n = N, size = static_cast<double>(dtype_bytes(type));
+  add(op, "bias grad", static_cast<double>(M) * N, size * static_cast<double>(M) * N, 8 * chunks * n);
   add(op, "bias grad", chunks * n, 8 * chunks * n + 4 * n, 4 * n);
 }
 
@@ -275,48 +289,45 @@ void CostModelOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const in
   const double h = H, t = static_cast<double>(T);
   const double rows = static_cast<double>(distinct_rows(word_ids, T) + distinct_rows(pos_ids, T) +
                                           distinct_rows(type_ids, T));
-  add("embedding_fwd", "embedding", 2 * t * h, 12 * t + 4 * rows * h, 4 * t * h);
+  add("embedding_fwd", "embedding", 2 * t * h, 12 * t + 4 * rows * h, static_cast<double>(dtype_bytes(out.type)) * t * h);
 }
 
 void CostModelOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
                                       const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
   if (inner_) inner_->embedding_bwd(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H);
   // CudaOps::embedding_bwd is three scatter_add_rows.
-  for (const int32_t* ids : {word_ids, pos_ids, type_ids}) scatter_kernels("embedding_bwd", ids, T, H);
+  for (const int32_t* ids : {word_ids, pos_ids, type_ids}) scatter_kernels("embedding_bwd", ids, T, H, dout.type, DType::f32);
 }
 
 void CostModelOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   if (inner_) inner_->gather_rows(out, in, rows, n, H);
   if (n == 0) return;
-  const double h = H, e = static_cast<double>(n);
-  add("gather_rows", "gather/scatter", 0, 4 * e + 4 * static_cast<double>(distinct_rows(rows, n)) * h, 4 * e * h);
+  const double h = H, e = static_cast<double>(n), size = static_cast<double>(dtype_bytes(out.type));
+  add("gather_rows", "gather/scatter", 0, 4 * e + size * static_cast<double>(distinct_rows(rows, n)) * h, size * e * h);
 }
 
 void CostModelOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) {
   if (inner_) inner_->scatter_add_rows(dst, src, rows, n, H);
-  scatter_kernels("scatter_add_rows", rows, n, H);
+  scatter_kernels("scatter_add_rows", rows, n, H, src.type, dst.type);
 }
 
-void CostModelOps::scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H) {
+void CostModelOps::scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H, DType src, DType dst) {
   if (n == 0) return;
   const double h = H, e = static_cast<double>(n), distinct = static_cast<double>(distinct_rows(rows, n));
+  const double src_size = static_cast<double>(dtype_bytes(src)), dst_size = static_cast<double>(dtype_bytes(dst));
   add(op, "gather/scatter", 0, 0, 4 * e);  // iota
   // CUB's onesweep radix sort of (int32 row, int32 index) pairs over 32 key bits: one
   // histogram pass over the keys, then four 8-bit passes reading and writing keys and values.
   add(op, "sort", 0, 4 * e, 0);
   add(op, "sort", 0, 4 * 8 * e, 4 * 8 * e).launches = 4;
-  add(op, "gather/scatter", e * h, 8 * e + 4 * e * h + 4 * distinct * h, 4 * distinct * h);
+  add(op, "gather/scatter", e * h, 8 * e + src_size * e * h + dst_size * distinct * h, dst_size * distinct * h);
 }
 
 // ---- dense layers ---------------------------------------------------------------------------
 
-void CostModelOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act, const float* W, const float* b, int64_t M,
+void CostModelOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M,
                                    int K, int N, Activation act) {
-  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
-  float* out = out_act.f32();
-  float* pre_act = pre_act_act.f32();
-  const float* in = in_act.f32();
-  if (inner_) inner_->linear_fwd(out_act, pre_act_act, in_act, W, b, M, K, N, act);
+  if (inner_) inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act);
   if (M == 0) return;
   Gemm g;  // [M, N] = in [M, K] · W[N, K]^T (+ b)
   g.trans_b = true;
@@ -327,38 +338,33 @@ void CostModelOps::linear_fwd_impl(Act out_act, Act pre_act_act, ConstAct in_act
   g.lda = K;
   g.B = W;
   g.ldb = K;
-  g.bias = b != nullptr;
+  g.bias = b;
+  g.c_type = out.type;
   if (act == Activation::gelu_tanh && options_.fuse_gelu_tanh && b != nullptr && N % 8 == 0) {
     g.aux = true;  // GELU_AUX_BIAS: out and pre_act from the epilogue
     gemm("linear_fwd", "gemm", g);
     return;
   }
   gemm("linear_fwd", "gemm", g);
-  if (act != Activation::none) elementwise("linear_fwd", "activation", M * N, 1, 1, activation_flops(act));
+  if (act != Activation::none) elementwise("linear_fwd", "activation", M * N, 1, 1, activation_flops(act), out.type);
 }
 
 void CostModelOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
   if (inner_) inner_->activation_fwd(out, pre, n, act);
-  if (n > 0) elementwise("activation_fwd", "activation", n, 1, 1, activation_flops(act));
+  if (n > 0) elementwise("activation_fwd", "activation", n, 1, 1, activation_flops(act), out.type);
 }
 
-void CostModelOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct dout_act, ConstAct in_act, const float* W,
-                                   ConstAct pre_act_act, Act dpre_scratch_act, int64_t M, int K, int N, Activation act,
+void CostModelOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
+                                   ConstAct pre_act, Act dpre_scratch, int64_t M, int K, int N, Activation act,
                                    bool accumulate_din) {
-  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
-  float* din = din_act.f32();
-  const float* dout = dout_act.f32();
-  const float* in = in_act.f32();
-  const float* pre_act = pre_act_act.f32();
-  float* dpre_scratch = dpre_scratch_act.f32();
-  if (inner_) inner_->linear_bwd(din_act, dW, db, dout_act, in_act, W, pre_act_act, dpre_scratch_act, M, K, N, act, accumulate_din);
+  if (inner_) inner_->linear_bwd(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din);
   if (M == 0) return;
-  const float* dpre = dout;
+  ConstAct dpre = dout;
   if (act != Activation::none) {
-    elementwise("linear_bwd", "activation", M * N, 2, 1, activation_flops(act));
+    elementwise("linear_bwd", "activation", M * N, 2, 1, activation_flops(act), dout.type);
     dpre = dpre_scratch;
   }
-  if (db != nullptr) column_sum("linear_bwd", M, N);
+  if (db != nullptr) column_sum("linear_bwd", M, N, dpre.type);
   if (dW != nullptr) {
     Gemm g;  // dW[N, K] += dpre[M, N]^T · in[M, K]
     g.trans_a = true;
@@ -372,7 +378,7 @@ void CostModelOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct d
     g.beta = true;
     gemm("linear_bwd", "gemm", g);
   }
-  if (din != nullptr) {
+  if (din.data != nullptr) {
     Gemm g;  // din[M, K] (+)= dpre[M, N] · W[N, K]
     g.m = M;
     g.n = K;
@@ -382,6 +388,7 @@ void CostModelOps::linear_bwd_impl(Act din_act, float* dW, float* db, ConstAct d
     g.B = W;
     g.ldb = K;
     g.beta = accumulate_din;
+    g.c_type = din.type;
     gemm("linear_bwd", "gemm", g);
   }
 }
@@ -392,8 +399,8 @@ void CostModelOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAc
                                       const float* beta, int64_t M, int N, float eps) {
   if (inner_) inner_->layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps);
   if (M == 0) return;
-  const double m = static_cast<double>(M), n = N;
-  add("layernorm_fwd", "layernorm", 8 * m * n, 4 * m * n + 8 * n, 4 * m * n + 8 * m);
+  const double m = static_cast<double>(M), n = N, size = static_cast<double>(dtype_bytes(out.type));
+  add("layernorm_fwd", "layernorm", 8 * m * n, size * m * n + 8 * n, size * m * n + 8 * m);
 }
 
 void CostModelOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
@@ -401,20 +408,21 @@ void CostModelOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, Cons
   if (inner_) inner_->layernorm_bwd(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N);
   if (M == 0) return;
   const double m = static_cast<double>(M), n = N, chunks = static_cast<double>(chunks_of(M));
-  add("layernorm_bwd", "layernorm", 10 * m * n, 8 * m * n + 8 * m + 4 * n, 4 * m * n);
-  add("layernorm_bwd", "layernorm", 4 * m * n, 8 * m * n + 8 * m, 16 * chunks * n);
+  const double size = static_cast<double>(dtype_bytes(din.type));
+  add("layernorm_bwd", "layernorm", 10 * m * n, 2 * size * m * n + 8 * m + 4 * n, size * m * n);
+  add("layernorm_bwd", "layernorm", 4 * m * n, 2 * size * m * n + 8 * m, 16 * chunks * n);
   add("layernorm_bwd", "layernorm", 2 * chunks * n, 16 * chunks * n + 8 * n, 8 * n);
 }
 
 void CostModelOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
                                              const DropoutSite& site) {
   if (inner_) inner_->dropout_residual_fwd(out, in, residual, n, site);
-  if (n > 0) elementwise("dropout_residual_fwd", "dropout/residual", n, residual.data != nullptr ? 2 : 1, 1, 4);
+  if (n > 0) elementwise("dropout_residual_fwd", "dropout/residual", n, residual.data != nullptr ? 2 : 1, 1, 4, out.type);
 }
 
 void CostModelOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
   if (inner_) inner_->dropout_bwd(din, dout, n, site);
-  if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4);
+  if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4, din.type);
 }
 
 void CostModelOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
@@ -422,9 +430,9 @@ void CostModelOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, fl
                                                int N, float eps, const DropoutSite& site) {
   if (inner_) inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
   if (M == 0) return;
-  const double m = static_cast<double>(M), n = N;
+  const double m = static_cast<double>(M), n = N, size = static_cast<double>(dtype_bytes(out.type));
   // Reads in, residual, gamma, beta; writes res, out, mean, rstd.
-  add("residual_layernorm_fwd", "layernorm", 12 * m * n, 8 * m * n + 8 * n, 8 * m * n + 8 * m);
+  add("residual_layernorm_fwd", "layernorm", 12 * m * n, 2 * size * m * n + 8 * n, 2 * size * m * n + 8 * m);
 }
 
 void CostModelOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
@@ -435,9 +443,11 @@ void CostModelOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* 
   if (M == 0) return;
   const double m = static_cast<double>(M), n = N;
   const double chunks = static_cast<double>((M + kResidualRowsPerChunk - 1) / kResidualRowsPerChunk);
+  const double size = static_cast<double>(dtype_bytes(d_in.type));
   // Reads dout, res, mean, rstd, gamma; writes d_in, d_residual and the [chunks, 2N] double partials,
   // which the second kernel sums into dgamma, dbeta.
-  add("residual_layernorm_bwd", "layernorm", 18 * m * n, 8 * m * n + 8 * m + 4 * n, 8 * m * n + 16 * chunks * n);
+  add("residual_layernorm_bwd", "layernorm", 18 * m * n, 2 * size * m * n + 8 * m + 4 * n,
+      2 * size * m * n + 16 * chunks * n);
   add("residual_layernorm_bwd", "layernorm", 2 * chunks * n, 16 * chunks * n + 8 * n, 8 * n);
 }
 
@@ -452,24 +462,21 @@ void CostModelOps::softmax_table(const char* op, const AttentionLayout& layout, 
   softmax_table_ = std::move(words);
 }
 
-void CostModelOps::attention_fwd_impl(Act ctx_act, Act probs_act, ConstAct qkv_act, const float* key_bias,
+void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
-  float* ctx = ctx_act.f32();
-  float* probs = probs_act.f32();
-  const float* qkv = qkv_act.f32();
-  if (inner_) inner_->attention_fwd(ctx_act, probs_act, qkv_act, key_bias, layout, heads, head_dim, site);
+  if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
+  const DType type = probs.type;  // P, its dropped copy and ctx (the activation type)
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
-    return attention_fwd_by_head(qkv, layout.num_seqs(), L, heads, head_dim, dropout);
+    return attention_fwd_by_head(qkv, layout.num_seqs(), L, heads, head_dim, dropout, type);
   }
   softmax_table("attention_fwd", layout, heads);
   stage("attention_fwd", qkv, layout.total_tokens() * ld);
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld;
+    const ConstAct q = qkv + s0 * ld;
     Gemm scores;  // P_h = Q_h K_h^T
     scores.trans_b = true;
     scores.m = L;
@@ -482,12 +489,13 @@ void CostModelOps::attention_fwd_impl(Act ctx_act, Act probs_act, ConstAct qkv_a
     scores.ldb = ld;
     scores.stride_b = head_dim;
     scores.batch = heads;
+    scores.c_type = type;
     gemm("attention_fwd", "gemm (attention)", scores);
   }
   const double all = static_cast<double>(layout.probs_elems(heads)), T = static_cast<double>(layout.total_tokens());
-  const double table = softmax_table_bytes(layout);
-  if (all > 0) add("attention_fwd", "softmax", 6 * all, 4 * all + 4 * T + table, 4 * all * (dropout ? 2 : 1));
-  stage_scratch("attention_fwd", layout.probs_elems(heads));  // P (or its dropped copy) staged once
+  const double table = softmax_table_bytes(layout), size = static_cast<double>(dtype_bytes(type));
+  if (all > 0) add("attention_fwd", "softmax", 6 * all, size * all + 4 * T + table, size * all * (dropout ? 2 : 1));
+  stage_scratch("attention_fwd", layout.probs_elems(heads), type);  // P (or its dropped copy) staged once
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
@@ -502,36 +510,33 @@ void CostModelOps::attention_fwd_impl(Act ctx_act, Act probs_act, ConstAct qkv_a
     pv.ldb = ld;
     pv.stride_b = head_dim;
     pv.batch = heads;
+    pv.c_type = type;
     gemm("attention_fwd", "gemm (attention)", pv);
   }
   staged_.clear();
 }
 
-void CostModelOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct qkv_act, ConstAct probs_act,
+void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  // As CudaOps: GEMM operands are fp32 until LtGemm reads 16-bit activations.
-  float* dqkv = dqkv_act.f32();
-  const float* dctx = dctx_act.f32();
-  const float* qkv = qkv_act.f32();
-  const float* probs = probs_act.f32();
-  if (inner_) inner_->attention_bwd(dqkv_act, dctx_act, qkv_act, probs_act, layout, heads, head_dim, site);
+  if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
+  const DType type = probs.type;  // P, dropped P, dS and dqkv (the activation type)
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
-    return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), L, heads, head_dim, dropout);
+    return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), L, heads, head_dim, dropout, type);
   }
   softmax_table("attention_bwd", layout, heads);
   const int64_t elems = layout.probs_elems(heads);
-  const double all = static_cast<double>(elems);
-  if (dropout && all > 0) add("attention_bwd", "dropout/residual", 4 * all, 4 * all, 4 * all);
+  const double all = static_cast<double>(elems), size = static_cast<double>(dtype_bytes(type));
+  if (dropout && all > 0) add("attention_bwd", "dropout/residual", 4 * all, size * all, size * all);
   stage("attention_bwd", qkv, layout.total_tokens() * ld);
   stage("attention_bwd", dctx, layout.total_tokens() * H);
-  stage_scratch("attention_bwd", elems);  // P (or its dropped copy)
+  stage_scratch("attention_bwd", elems, type);  // P (or its dropped copy)
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld;
-    const float* dc = dctx + s0 * H;
+    const ConstAct q = qkv + s0 * ld;
+    const ConstAct dc = dctx + s0 * H;
     Gemm dv;  // dV_h = dropout(P_h)^T dctx_h
     dv.trans_a = true;
     dv.m = L;
@@ -544,6 +549,7 @@ void CostModelOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct 
     dv.ldb = H;
     dv.stride_b = head_dim;
     dv.batch = heads;
+    dv.c_type = type;
     gemm("attention_bwd", "gemm (attention)", dv);
     Gemm dp;  // d(dropout(P_h)) = dctx_h V_h^T
     dp.trans_b = true;
@@ -557,14 +563,15 @@ void CostModelOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct 
     dp.ldb = ld;
     dp.stride_b = head_dim;
     dp.batch = heads;
+    dp.c_type = type;
     gemm("attention_bwd", "gemm (attention)", dp);
   }
-  if (all > 0) add("attention_bwd", "softmax", 6 * all, 8 * all + softmax_table_bytes(layout), 4 * all);
-  stage_scratch("attention_bwd", elems);  // dS feeds two GEMMs: staged once
+  if (all > 0) add("attention_bwd", "softmax", 6 * all, 2 * size * all + softmax_table_bytes(layout), size * all);
+  stage_scratch("attention_bwd", elems, type);  // dS feeds two GEMMs: staged once
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld;
+    const ConstAct q = qkv + s0 * ld;
     Gemm dq;  // dQ_h = dS_h K_h
     dq.m = L;
     dq.n = head_dim;
@@ -576,6 +583,7 @@ void CostModelOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct 
     dq.ldb = ld;
     dq.stride_b = head_dim;
     dq.batch = heads;
+    dq.c_type = type;
     gemm("attention_bwd", "gemm (attention)", dq);
     Gemm dk = dq;  // dK_h = dS_h^T Q_h
     dk.trans_a = true;
@@ -585,8 +593,8 @@ void CostModelOps::attention_bwd_impl(Act dqkv_act, ConstAct dctx_act, ConstAct 
   staged_.clear();
 }
 
-void CostModelOps::attention_fwd_by_head(const float* qkv, int seqs, int64_t L, int heads, int head_dim,
-                                         bool dropout) {
+void CostModelOps::attention_fwd_by_head(ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout,
+                                         DType type) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H, block = heads * L * L;
   stage("attention_fwd", qkv, seqs * L * ld);
   for (int h = 0; h < heads; ++h) {
@@ -602,11 +610,13 @@ void CostModelOps::attention_fwd_by_head(const float* qkv, int seqs, int64_t L, 
     scores.ldb = ld;
     scores.stride_b = L * ld;
     scores.batch = seqs;
+    scores.c_type = type;
     gemm("attention_fwd", "gemm (attention)", scores);
   }
   const double all = static_cast<double>(seqs) * block, T = static_cast<double>(seqs) * L;
-  add("attention_fwd", "softmax", 6 * all, 4 * all + 4 * T, 4 * all * (dropout ? 2 : 1));  // one launch
-  stage_scratch("attention_fwd", seqs * block);  // P (or its dropped copy) staged once
+  const double size = static_cast<double>(dtype_bytes(type));
+  add("attention_fwd", "softmax", 6 * all, size * all + 4 * T, size * all * (dropout ? 2 : 1));  // one launch
+  stage_scratch("attention_fwd", seqs * block, type);  // P (or its dropped copy) staged once
   for (int h = 0; h < heads; ++h) {
     Gemm pv;  // ctx[b, h] = dropout(P[b, h]) V[b, h]
     pv.m = L;
@@ -619,19 +629,20 @@ void CostModelOps::attention_fwd_by_head(const float* qkv, int seqs, int64_t L, 
     pv.ldb = ld;
     pv.stride_b = L * ld;
     pv.batch = seqs;
+    pv.c_type = type;
     gemm("attention_fwd", "gemm (attention)", pv);
   }
   staged_.clear();
 }
 
-void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, int seqs, int64_t L, int heads,
-                                         int head_dim, bool dropout) {
+void CostModelOps::attention_bwd_by_head(ConstAct dctx, ConstAct qkv, int seqs, int64_t L, int heads, int head_dim,
+                                         bool dropout, DType type) {
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H, block = heads * L * L;
-  const double all = static_cast<double>(seqs) * block;
-  if (dropout) add("attention_bwd", "dropout/residual", 4 * all, 4 * all, 4 * all);
+  const double all = static_cast<double>(seqs) * block, size = static_cast<double>(dtype_bytes(type));
+  if (dropout) add("attention_bwd", "dropout/residual", 4 * all, size * all, size * all);
   stage("attention_bwd", qkv, seqs * L * ld);
   stage("attention_bwd", dctx, seqs * L * H);
-  stage_scratch("attention_bwd", seqs * block);  // P (or its dropped copy)
+  stage_scratch("attention_bwd", seqs * block, type);  // P (or its dropped copy)
   for (int h = 0; h < heads; ++h) {
     Gemm dv;  // dV[b, h] = dropout(P[b, h])^T dctx[b, h]
     dv.trans_a = true;
@@ -645,6 +656,7 @@ void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, in
     dv.ldb = H;
     dv.stride_b = L * H;
     dv.batch = seqs;
+    dv.c_type = type;
     gemm("attention_bwd", "gemm (attention)", dv);
     Gemm dp;  // d(dropout(P[b, h])) = dctx[b, h] V[b, h]^T
     dp.trans_b = true;
@@ -658,10 +670,11 @@ void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, in
     dp.ldb = ld;
     dp.stride_b = L * ld;
     dp.batch = seqs;
+    dp.c_type = type;
     gemm("attention_bwd", "gemm (attention)", dp);
   }
-  add("attention_bwd", "softmax", 6 * all, 8 * all, 4 * all);  // one launch
-  stage_scratch("attention_bwd", seqs * block);  // dS
+  add("attention_bwd", "softmax", 6 * all, 2 * size * all, size * all);  // one launch
+  stage_scratch("attention_bwd", seqs * block, type);  // dS
   for (int h = 0; h < heads; ++h) {
     Gemm dq;  // dQ[b, h] = dS[b, h] K[b, h]
     dq.m = L;
@@ -674,6 +687,7 @@ void CostModelOps::attention_bwd_by_head(const float* dctx, const float* qkv, in
     dq.ldb = ld;
     dq.stride_b = L * ld;
     dq.batch = seqs;
+    dq.c_type = type;
     gemm("attention_bwd", "gemm (attention)", dq);
     Gemm dk = dq;  // dK[b, h] = dS[b, h]^T Q[b, h]
     dk.trans_a = true;
@@ -701,8 +715,9 @@ void CostModelOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correc
                                 [](int32_t l) { return l >= 0; });
   }
   const double m = static_cast<double>(M), r = static_cast<double>(read_rows);
-  add("softmax_xent", "loss", 8 * r * V, 4 * m + 4 * r * V,
-      4 * m * ld + 4 * m + (correct != nullptr ? 4 * m : 0));
+  const double in_size = static_cast<double>(dtype_bytes(logits.type)), out_size = static_cast<double>(dtype_bytes(dlogits.type));
+  add("softmax_xent", "loss", 8 * r * V, 4 * m + in_size * r * V,
+      out_size * m * ld + 4 * m + (correct != nullptr ? 4 * m : 0));
   KernelCost& status = add("softmax_xent", "host copy", 0, 0, 0);  // async: no wait
   status.host_bytes = kLabelStatusBytes;
 }
@@ -762,7 +777,7 @@ void CostModelOps::apply_update_impl(float* param, const float* update, const st
 
 void CostModelOps::scale_impl(float* x, float a, int64_t n) {
   if (inner_) inner_->scale(x, a, n);
-  if (n > 0) elementwise("scale", "optimizer", n, 1, 1, 1);
+  if (n > 0) elementwise("scale", "optimizer", n, 1, 1, 1, DType::f32);
 }
 
 // ---- prediction ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // CostModelOps: an Ops that records, per call, the kernels the CUDA backend (CudaOps) would
 // launch for it — FLOPs, device bytes read and written at the backend's storage precision
-// (fp32 activations; 16-bit GEMM operands in bf16/fp16 mode, cast first unless they are
-// weights in the mirror), host transfers and host waits — and predicts a step's time on a named
+// (activations in the type each call passes: fp32, or 16-bit with CudaOptions::activations_16bit;
+// 16-bit GEMM operands in bf16/fp16 mode, fp32 ones cast first unless they are weights in the
+// mirror), host transfers and host waits — and predicts a step's time on a named
 // GPU kernel by kernel as max(FLOPs / peak, bytes / bandwidth) + a launch cost. Without an inner
 // backend it does no arithmetic at all (memory is address space only; downloads read zeros), so
 // BERT-large shapes run on any machine; with one it forwards every call (the emulator check).
@@ -53,6 +54,9 @@ struct CostModelOptions {
   // Whether cuBLASLt's GELU_AUX_BIAS epilogue computes the tanh form on the target (CudaOps
   // probes this at construction; it holds for the emulator and for cuBLASLt on sm_80/sm_90).
   bool fuse_gelu_tanh = true;
+  // Without an inner backend: activations stored in the 16-bit type of `precision`
+  // (CudaOptions::activations_16bit); with one, its activation_type() decides.
+  bool activations_16bit = false;
 };
 
 class CostModelOps final : public Ops {
@@ -75,7 +79,7 @@ class CostModelOps final : public Ops {
   void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
-  DType activation_type() const override { return inner_ ? inner_->activation_type() : DType::f32; }
+  DType activation_type() const override;
   int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
     return inner_ ? inner_->attention_saved_elems(max_seqs, max_len, heads)
                   : Ops::attention_saved_elems(max_seqs, max_len, heads);
@@ -129,12 +133,14 @@ class CostModelOps final : public Ops {
   struct Gemm {
     bool trans_a = false, trans_b = false;
     int64_t m = 0, n = 0, k = 0;
-    const float* A = nullptr;
+    ConstAct A;
     int64_t lda = 0, stride_a = 0;
-    const float* B = nullptr;
+    ConstAct B;
     int64_t ldb = 0, stride_b = 0;
     int batch = 1;
-    bool beta = false, bias = false, aux = false;
+    DType c_type = DType::f32;      // C (and aux)
+    const float* bias = nullptr;  // fp32 parameters
+    bool beta = false, aux = false;
     bool a_staged = false;  // A is a scratch buffer staged before (no cast of its own)
   };
   bool low_precision() const;
@@ -143,25 +149,29 @@ class CostModelOps final : public Ops {
   KernelCost& add(const char* op, const char* kind, double flops, double read, double write);
   // The GEMM and, in bf16/fp16 mode, the casts of its operands (as LtGemm::run does).
   void gemm(const char* op, const char* kind, const Gemm& g);
-  // The 16-bit operand: the weight mirror (re-cast whole when stale), a staged copy, or a cast
-  // of its span.
-  void lowp_operand(const char* op, const float* x, int64_t span);
-  // LtGemm::stage: one cast of [data, data + n) that later GEMM operands inside it read from.
-  void stage(const char* op, const float* data, int64_t n);
-  // A staged scratch buffer of n elements (attention's P and dS): its cast only.
-  void stage_scratch(const char* op, int64_t n);
+  // The 16-bit operand: itself when stored in 16 bits, the weight mirror (re-cast whole when
+  // stale), a staged copy, or a cast of its span.
+  void lowp_operand(const char* op, ConstAct x, int64_t span);
+  // LtGemm::stage: one cast of fp32 [data, data + n) that later GEMM operands inside it read from.
+  void stage(const char* op, ConstAct data, int64_t n);
+  // A staged scratch buffer of n elements of `type` (attention's P and dS): its cast, if fp32.
+  void stage_scratch(const char* op, int64_t n, DType type);
   // CudaOps::softmax_sequences: a packed layout's sequence table, uploaded when it changes.
   void softmax_table(const char* op, const AttentionLayout& layout, int heads);
   // CudaOps::attention_{fwd,bwd}_by_head: padded batches of more sequences than heads.
-  void attention_fwd_by_head(const float* qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout);
-  void attention_bwd_by_head(const float* dctx, const float* qkv, int seqs, int64_t L, int heads, int head_dim,
-                             bool dropout);
-  void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem);
-  void column_sum(const char* op, int64_t M, int N);
+  // (type: the activation type of P, dS and the outputs.)
+  void attention_fwd_by_head(ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout, DType type);
+  void attention_bwd_by_head(ConstAct dctx, ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout,
+                             DType type);
+  // n elements of `type`, `inputs` tensors read and `outputs` written.
+  void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem,
+                   DType type);
+  void column_sum(const char* op, int64_t M, int N, DType type);
   // The multi-tensor kernels' segment table upload (two host-to-device copies).
   void segment_table(const char* op, const std::vector<ParamSegment>& segs);
-  // The kernels of CudaOps::scatter_add_rows (iota, CUB radix sort, segmented add), as `op`.
-  void scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H);
+  // The kernels of CudaOps::scatter_add_rows (iota, CUB radix sort, segmented add), as `op`;
+  // rows of src added into rows of dst.
+  void scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H, DType src, DType dst);
   // Distinct values of an int32 array the host uploaded (n when its contents are not known).
   int64_t distinct_rows(const int32_t* rows, int64_t n) const;
 

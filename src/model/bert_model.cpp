@@ -12,25 +12,32 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "core/philox.h"
 
 namespace bert {
 namespace {
 
 // Carves typed buffers out of one allocation; a first pass with base == nullptr only measures.
+// Activations (act) are stored in the backend's activation type.
 class Carver {
  public:
-  explicit Carver(char* base) : base_(base) {}
+  Carver(char* base, DType activation_type) : base_(base), act_type_(activation_type) {}
   template <typename T>
   T* take(int64_t count) {
-    size_t at = used_;
-    used_ += (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
-    return base_ ? reinterpret_cast<T*>(base_ + at) : nullptr;
+    return static_cast<T*>(take_bytes(static_cast<size_t>(count) * sizeof(T)));
   }
+  Act act(int64_t count) { return Act(take_bytes(static_cast<size_t>(count) * dtype_bytes(act_type_)), act_type_); }
   size_t used() const { return used_; }
 
  private:
+  void* take_bytes(size_t bytes) {
+    size_t at = used_;
+    used_ += (bytes + 63) / 64 * 64;
+    return base_ ? base_ + at : nullptr;
+  }
   char* base_;
+  DType act_type_;
   size_t used_ = 0;
 };
 
@@ -63,65 +70,65 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
     mlm_labels_ = c.take<int32_t>(NmB);
     nsp_labels_ = c.take<int32_t>(B);
     key_bias_ = c.take<float>(T);
-    emb_sum_ = c.take<float>(T * H);
+    emb_sum_ = c.act(T * H);
     emb_mean_ = c.take<float>(T);
     emb_rstd_ = c.take<float>(T);
-    emb_ln_ = c.take<float>(T * H);
-    hidden0_ = c.take<float>(T * H);
+    emb_ln_ = c.act(T * H);
+    hidden0_ = c.act(T * H);
     acts_.assign(config.num_hidden_layers, LayerActs{});
     const int64_t probs = ops_.attention_saved_elems(B, S, static_cast<int>(A));
-    float* shared_probs = limits.recompute_attention ? c.take<float>(probs) : nullptr;
-    float* shared_inter = limits.recompute_gelu ? c.take<float>(T * I) : nullptr;
+    Act shared_probs = limits.recompute_attention ? c.act(probs) : nullptr;
+    Act shared_inter = limits.recompute_gelu ? c.act(T * I) : nullptr;
     // Inference keeps two layers' activations: layer l reads layer l-1's output and writes its own.
     const size_t kept = limits.inference ? std::min<size_t>(2, acts_.size()) : acts_.size();
     for (size_t l = kept; l < acts_.size(); ++l) acts_[l] = acts_[l % 2];
     for (size_t l = 0; l < kept; ++l) {
       LayerActs& a = acts_[l];
-      a.qkv = c.take<float>(T * 3 * H);
-      a.ctx = c.take<float>(T * H);
-      a.probs = limits.recompute_attention ? shared_probs : c.take<float>(probs);
-      a.res1 = c.take<float>(T * H);
+      a.qkv = c.act(T * 3 * H);
+      a.ctx = c.act(T * H);
+      a.probs = limits.recompute_attention ? shared_probs : c.act(probs);
+      a.res1 = c.act(T * H);
       a.mean1 = c.take<float>(T);
       a.rstd1 = c.take<float>(T);
-      a.h1 = c.take<float>(T * H);
-      a.pre = c.take<float>(T * I);
-      a.inter = limits.recompute_gelu ? shared_inter : c.take<float>(T * I);
-      a.res2 = c.take<float>(T * H);
+      a.h1 = c.act(T * H);
+      a.pre = c.act(T * I);
+      a.inter = limits.recompute_gelu ? shared_inter : c.act(T * I);
+      a.res2 = c.act(T * H);
       a.mean2 = c.take<float>(T);
       a.rstd2 = c.take<float>(T);
-      a.out = c.take<float>(T * H);
+      a.out = c.act(T * H);
     }
     for (size_t l = kept; l < acts_.size(); ++l) acts_[l] = acts_[l % 2];
-    scratch_th_ = c.take<float>(T * H);
-    cls_h_ = c.take<float>(B * H);
-    pool_pre_ = c.take<float>(B * H);
-    pooled_ = c.take<float>(B * H);
-    nsp_logits_ = c.take<float>(B * 2);
-    mlm_h_ = c.take<float>(Nm * H);
-    mlm_pre_ = c.take<float>(Nm * H);
-    mlm_act_ = c.take<float>(NmB * H);
+    scratch_th_ = c.act(T * H);
+    cls_h_ = c.act(B * H);
+    pool_pre_ = c.act(B * H);
+    pooled_ = c.act(B * H);
+    nsp_logits_ = c.act(B * 2);
+    mlm_h_ = c.act(Nm * H);
+    mlm_pre_ = c.act(Nm * H);
+    mlm_act_ = c.act(NmB * H);
     mlm_mean_ = c.take<float>(Nm);
     mlm_rstd_ = c.take<float>(Nm);
-    mlm_ln_ = c.take<float>(Nm * H);
-    logits_ = c.take<float>(Nm * Vp);
+    mlm_ln_ = c.act(Nm * H);
+    logits_ = c.act(Nm * Vp);
     losses_ = c.take<float>(R);
     correct_ = c.take<int32_t>(R);
-    head_logits_ = c.take<float>(head_logits);
+    head_logits_ = c.act(head_logits);
     head_labels_ = c.take<int32_t>(R);
-    g0_ = c.take<float>(train * T * H);
-    g1_ = c.take<float>(train * T * H);
-    g2_ = c.take<float>(train * T * H);
-    gqkv_ = c.take<float>(train * T * 3 * H);
-    gi0_ = c.take<float>(train * T * I);
-    gi1_ = c.take<float>(train * T * I);
-    g_cls_ = c.take<float>(train * B * H);
-    g_pooled_ = c.take<float>(train * B * H);
-    g_pool_pre_ = c.take<float>(train * B * H);
-    g_mlm_h_ = c.take<float>(train * Nm * H);
-    g_mlm_ln_ = c.take<float>(train * Nm * H);
-    g_mlm_act_ = c.take<float>(train * NmB * H);
+    g0_ = c.act(train * T * H);
+    g1_ = c.act(train * T * H);
+    g2_ = c.act(train * T * H);
+    gqkv_ = c.act(train * T * 3 * H);
+    gi0_ = c.act(train * T * I);
+    gi1_ = c.act(train * T * I);
+    g_cls_ = c.act(train * B * H);
+    g_pooled_ = c.act(train * B * H);
+    g_pool_pre_ = c.act(train * B * H);
+    g_mlm_h_ = c.act(train * Nm * H);
+    g_mlm_ln_ = c.act(train * Nm * H);
+    g_mlm_act_ = c.act(train * NmB * H);
   };
-  Carver measure(nullptr);
+  Carver measure(nullptr, ops_.activation_type());
   carve(measure);
   arena_bytes_ = measure.used();
   try {
@@ -131,7 +138,7 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
     if (grads_) ops_.release(grads_);
     throw;
   }
-  Carver real(static_cast<char*>(arena_));
+  Carver real(static_cast<char*>(arena_), ops_.activation_type());
   carve(real);
 }
 
@@ -189,10 +196,24 @@ int64_t BertModel::output_elems(ModelOutput what, int B, int S) const {
   return 0;
 }
 
-void BertModel::copy_out_tokens(float* host, const float* rows, const ModelInputs& in, int width) const {
+void BertModel::download_act(float* host, ConstAct src, int64_t n) const {
+  if (src.type == DType::f32) return ops_.download(host, src.data, n * sizeof(float));
+  std::vector<uint16_t> bits(n);
+  ops_.download(bits.data(), src.data, n * sizeof(uint16_t));
+  for (int64_t i = 0; i < n; ++i) host[i] = src.type == DType::bf16 ? bf16_bits_to_float(bits[i]) : fp16_bits_to_float(bits[i]);
+}
+
+void BertModel::upload_act(Act dst, const float* host, int64_t n) const {
+  if (dst.type == DType::f32) return ops_.upload(dst.data, host, n * sizeof(float));
+  std::vector<uint16_t> bits(n);
+  for (int64_t i = 0; i < n; ++i) bits[i] = dst.type == DType::bf16 ? float_to_bf16_bits(host[i]) : float_to_fp16_bits(host[i]);
+  ops_.upload(dst.data, bits.data(), n * sizeof(uint16_t));
+}
+
+void BertModel::copy_out_tokens(float* host, ConstAct rows, const ModelInputs& in, int width) const {
   const int B = in.batch_size(), S = in.seq_length;
   std::vector<float> all(static_cast<size_t>(in.tokens()) * width);
-  ops_.download(all.data(), rows, all.size() * sizeof(float));
+  download_act(all.data(), rows, static_cast<int64_t>(all.size()));
   std::fill(host, host + static_cast<int64_t>(B) * S * width, 0.0f);
   for (int b = 0; b < B; ++b) {
     const int64_t first = in.layout.seq_start[b];
@@ -265,7 +286,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   ops_.dropout_residual_fwd(hidden0_, emb_ln_, nullptr, T * H, site(drop, 0, p_hidden));
 
   // ---- encoder -----------------------------------------------------------------------
-  const float* h = hidden0_;  // [T,H] input of the current layer
+  ConstAct h = hidden0_;  // [T,H] input of the current layer
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     check_abort(abort);
     const LayerParams& L = P.layers[l];
@@ -297,8 +318,8 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
     ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
     ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
     ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
-    if (output && output->what == ModelOutput::pooled) ops_.download(output->host, pooled_, int64_t{B} * H * sizeof(float));
-    if (output && output->what == ModelOutput::logits) ops_.download(output->host, nsp_logits_, int64_t{B} * 2 * sizeof(float));
+    if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
+    if (output && output->what == ModelOutput::logits) download_act(output->host, nsp_logits_, int64_t{B} * 2);
     if (!in.has_labels) return stats;
     ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, loss_scale / B);
     ops_.download(host_losses.data(), losses_, B * sizeof(float));
@@ -333,8 +354,8 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
     if (!backward) return stats;
 
     // ---- backward: heads into dh [T,H] -------------------------------------------------
-    float* dh = g0_;
-    ops_.fill_zero(dh, T * H * sizeof(float));
+    Act dh = g0_;
+    ops_.fill_zero(dh.data, T * H * dtype_bytes(dh.type));
     ops_.scatter_add_rows(dh, g_cls_, cls_rows_, B, H);
     if (Nm > 0) {
       ops_.linear_bwd(g_mlm_ln_, G + P.word_emb, G + P.mlm_bias, logits_, mlm_ln_, W + P.word_emb, nullptr,
@@ -351,13 +372,13 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   // ---- backward: encoder, last layer first --------------------------------------------
   // dh = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit; each layer
   // builds its input gradient in dh_next (first the residual path, then += the QKV path).
-  float* dh = g0_;
-  float* dh_next = g1_;
+  Act dh = g0_;
+  Act dh_next = g1_;
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     check_abort(abort);
     const LayerParams& L = P.layers[l];
     LayerActs& a = acts_[l];
-    const float* h_in = l == 0 ? hidden0_ : acts_[l - 1].out;
+    ConstAct h_in = l == 0 ? hidden0_ : acts_[l - 1].out;
     // out = LN(res2), res2 = dropout(out_dense) + h1: g2_ = d out_dense, dh = d h1 (residual path)
     ops_.residual_layernorm_bwd(g2_, dh, G + L.out_ln_g, G + L.out_ln_b, dh, a.res2, a.mean2, a.rstd2, W + L.out_ln_g,
                                 T, H, site(drop, 4 * l + 3, p_hidden));
@@ -393,7 +414,7 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   return stats;
 }
 
-ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const DropoutStream& drop,
+ForwardStats BertModel::task_head(const ModelInputs& in, ConstAct h, const DropoutStream& drop,
                                   const BackwardOptions* backward, const OutputRequest* output) {
   const ParamTable& P = table_;
   const int64_t T = in.tokens();
@@ -411,7 +432,7 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
     double loss;
     int64_t count, correct;
   };
-  auto cross_entropy = [&](float* logits, const int32_t* labels, const int32_t* host_labels, int64_t M, int V,
+  auto cross_entropy = [&](Act logits, const int32_t* labels, const int32_t* host_labels, int64_t M, int V,
                            float weight, std::vector<int32_t>& hits) {
     int64_t count = 0;
     for (int64_t i = 0; i < M; ++i) count += host_labels[i] >= 0;
@@ -440,18 +461,18 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
       ops_.dropout_residual_fwd(scratch_th_, pooled_, nullptr, int64_t{B} * H, head_site);
       ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none);
-      if (output && output->what == ModelOutput::pooled) ops_.download(output->host, pooled_, int64_t{B} * H * sizeof(float));
-      if (want_logits) ops_.download(output->host, head_logits_, int64_t{B} * NL * sizeof(float));
+      if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
+      if (want_logits) download_act(output->host, head_logits_, int64_t{B} * NL);
       if (!in.has_labels) return stats;
       if (task_.regression()) {  // MSE over the batch, its gradient computed here and uploaded
         std::vector<float> x(B), grad(B);
-        ops_.download(x.data(), head_logits_, B * sizeof(float));
+        download_act(x.data(), head_logits_, B);
         for (int b = 0; b < B; ++b) {
           const double d = static_cast<double>(x[b]) - in.task_targets[b];
           stats.task_loss_sum += d * d;
           grad[b] = static_cast<float>(2.0 * d / B * loss_scale);
         }
-        ops_.upload(head_logits_, grad.data(), B * sizeof(float));
+        upload_act(head_logits_, grad.data(), B);
       } else {
         const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), B, NL, 1.0f, hits);
         stats.task_loss_sum = ce.loss * B;
@@ -464,7 +485,7 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
       ops_.dropout_bwd(g_pooled_, g2_, int64_t{B} * H, head_site);
       ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g_pool_pre_, B, H,
                       H, Activation::tanh, false);
-      ops_.fill_zero(g0_, T * H * sizeof(float));
+      ops_.fill_zero(g0_.data, T * H * dtype_bytes(g0_.type));
       ops_.scatter_add_rows(g0_, g_cls_, cls_rows_, B, H);
       return stats;
     }
@@ -486,8 +507,8 @@ ForwardStats BertModel::task_head(const ModelInputs& in, const float* h, const D
     }
     case TaskType::question_answering: {
       // start logits [B, S] and end logits [B, S] from the two rows of qa_outputs (no dropout, as HF)
-      float* start = head_logits_;
-      float* end = head_logits_ + T;
+      Act start = head_logits_;
+      Act end = head_logits_ + T;
       ops_.linear_fwd(start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none);
       ops_.linear_fwd(end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none);
       if (want_logits) {

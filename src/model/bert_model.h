@@ -114,17 +114,23 @@ class BertModel {
                    const std::atomic<bool>* abort, const OutputRequest* output = nullptr);
 
  private:
+  // Activations and their gradients are stored in ops_.activation_type() (Act); LayerNorm
+  // statistics, the key bias and the per-row losses stay fp32.
   struct LayerActs {
-    float *qkv, *ctx, *probs, *res1, *mean1, *rstd1, *h1, *pre, *inter, *res2, *mean2, *rstd2, *out;
+    Act qkv, ctx, probs, res1, h1, pre, inter, res2, out;
+    float *mean1, *rstd1, *mean2, *rstd2;
   };
   void upload_inputs(const ModelInputs& in);
   DropoutSite site(const DropoutStream& d, uint32_t tensor_id, float p) const;
   void check_abort(const std::atomic<bool>* abort) const;
   // The fine-tuning heads on the last hidden states h [T,H]; with backward, leave dL/dh in g0_.
-  ForwardStats task_head(const ModelInputs& in, const float* h, const DropoutStream& drop, const BackwardOptions* backward,
+  ForwardStats task_head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, const BackwardOptions* backward,
                          const OutputRequest* output);
   // Rows [T, width] of a per-token tensor into host [B, S, width] (padding positions 0).
-  void copy_out_tokens(float* host, const float* rows, const ModelInputs& in, int width) const;
+  void copy_out_tokens(float* host, ConstAct rows, const ModelInputs& in, int width) const;
+  // n activations into host floats (16-bit ones widened), and host floats into n activations.
+  void download_act(float* host, ConstAct src, int64_t n) const;
+  void upload_act(Act dst, const float* host, int64_t n) const;
 
   BertConfig config_;
   TaskConfig task_;
@@ -139,17 +145,19 @@ class BertModel {
   size_t arena_bytes_ = 0;
   int32_t *word_ids_, *pos_ids_, *type_ids_, *cls_rows_, *mlm_rows_, *mlm_labels_, *nsp_labels_;
   float* key_bias_;
-  float *emb_sum_, *emb_mean_, *emb_rstd_, *emb_ln_, *hidden0_;  // [T,H] embeddings
+  Act emb_sum_, emb_ln_, hidden0_;  // [T,H] embeddings
+  float *emb_mean_, *emb_rstd_;     // [T]
   std::vector<LayerActs> acts_;  // with recomputation, every layer's inter or probs is one shared buffer
-  float *scratch_th_;                                          // [T,H]
-  float *cls_h_, *pool_pre_, *pooled_, *nsp_logits_;             // [B,H], [B,H], [B,H], [B,2]
-  float *mlm_h_, *mlm_pre_, *mlm_act_, *mlm_mean_, *mlm_rstd_, *mlm_ln_, *logits_;  // [Nm,*]
-  float *losses_;                                              // [R = max(Nm, 2B, T for per-token heads)]
-  int32_t* correct_;                                           // [R]
-  float* head_logits_;                                         // [T, num_labels] / [B, num_labels] / [2, T] (QA)
-  int32_t* head_labels_;                                       // [R]
-  float *g0_, *g1_, *g2_, *gqkv_, *gi0_, *gi1_;                // backward scratch
-  float *g_cls_, *g_pooled_, *g_pool_pre_, *g_mlm_h_, *g_mlm_ln_, *g_mlm_act_;
+  Act scratch_th_;                                        // [T,H]
+  Act cls_h_, pool_pre_, pooled_, nsp_logits_;            // [B,H], [B,H], [B,H], [B,2]
+  Act mlm_h_, mlm_pre_, mlm_act_, mlm_ln_, logits_;       // [Nm,*]
+  float *mlm_mean_, *mlm_rstd_;                           // [Nm]
+  float *losses_;                                         // [R = max(Nm, 2B, T for per-token heads)]
+  int32_t* correct_;                                      // [R]
+  Act head_logits_;                                       // [T, num_labels] / [B, num_labels] / [2, T] (QA)
+  int32_t* head_labels_;                                  // [R]
+  Act g0_, g1_, g2_, gqkv_, gi0_, gi1_;                   // backward scratch
+  Act g_cls_, g_pooled_, g_pool_pre_, g_mlm_h_, g_mlm_ln_, g_mlm_act_;
 };
 
 }  // namespace bert

@@ -48,6 +48,7 @@ int run_cost_model(const CostModelRequest& q) {
     if (q.precision == "fp16") config["train"]["loss_scaling"] = "dynamic";
     bert::CostModelOptions options;
     options.precision = q.precision;
+    options.activations_16bit = lowp && q.activations_16bit;  // as the session runs bf16/fp16
     bert::CostModelOps* model = nullptr;
     bert::Session session(bert::parse_session_config(config.dump()), bert::make_local_communicator(),
                           [&](std::unique_ptr<bert::Ops>) {
@@ -92,22 +93,27 @@ int run_cost_model(const CostModelRequest& q) {
 
     const double model_flops = q.model_flops(session.config().model.to_json());
     const double mfu = model_flops / p.seconds / gemm_peak;
-    std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s\n",
+    std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s activations, %s\n",
                 q.device.c_str(), q.precision.c_str(), gemm_peak / 1e12, lowp ? "16-bit" : q.precision.c_str(),
-                device.bandwidth / 1e12, q.graphed ? "graphed (no launch cost)" : "4 us per launch");
+                device.bandwidth / 1e12, options.activations_16bit ? q.precision.c_str() : "fp32",
+                q.graphed ? "graphed (no launch cost)" : "4 us per launch");
     print_rows("op", p.by_op, p.seconds);
     std::printf("\n");
     print_rows("kernel kind", p.by_kind, p.seconds);
-    std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs), %lld launches\n",
+    const double arena_mib = static_cast<double>(session.model().arena_bytes()) / 1048576.0;
+    std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs), %lld launches\n"
+                "activation arena %.1f MiB (the engine's own accounting for this shape)\n",
                 p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, model_flops / 1e12,
-                static_cast<long long>(p.launches));
+                static_cast<long long>(p.launches), arena_mib);
     nlohmann::json summary = {{"cost_model", q.device},  {"precision", q.precision},
                               {"graphed", q.graphed},    {"world", q.world},
+                              {"activations_16bit", options.activations_16bit},
                               {"shard_optimizer", q.shard_optimizer},
                               {"predicted_step_seconds", p.seconds},
                               {"predicted_sequences_per_second", q.batch / p.seconds},
                               {"predicted_mfu", mfu},    {"model_flops", model_flops},
-                              {"launches", p.launches},  {"parameters", params}};
+                              {"launches", p.launches},  {"parameters", params},
+                              {"activation_arena_mib", arena_mib}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -20,6 +20,9 @@ struct CostModelRequest {
   double peak_tflops = 0;   // overrides the device's peak for the GEMM precision (0: keep)
   double bandwidth_tbs = 0; // overrides the device's memory bandwidth (0: keep)
   bool graphed = false;     // the step replays as a CUDA graph (no launch cost)
+  // bf16/fp16: activations stored in 16 bits, as the session runs them (false: fp32 activations
+  // cast before each GEMM, the backend before 16-bit activations and with fused attention).
+  bool activations_16bit = true;
   int world = 1;            // data-parallel ranks: adds the gradient all-reduce
   double link_gbs = 0;      // per-GPU link bandwidth for the all-reduce (0: the device's NVLink)
   bool shard_optimizer = false;  // optimizer work divided by world (reduce-scatter + all-gather)

@@ -41,7 +41,8 @@ constexpr const char* kUsage =
     "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
     "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
-    "                  [--link-gbs GB/s] [--shard-optimizer 0|1]   (a prediction: no GPU needed)\n";
+    "                  [--link-gbs GB/s] [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
+    "                  (a prediction: no GPU needed; --activations-16bit 0 models fp32 activations)\n";
 
 }  // namespace
 
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
   std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
   std::string cost_model;
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
-  bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false;
+  bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false, activations_16bit = true;
   double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
   if (bert_tools::asks_for_help(argc, argv)) {
     std::fputs(kUsage, stdout);
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     else if (a == "--world") world = std::atoi(v.c_str());
     else if (a == "--link-gbs") link_gbs = std::atof(v.c_str());
     else if (a == "--shard-optimizer") shard_optimizer = v == "1" || v == "true";
+    else if (a == "--activations-16bit") activations_16bit = v == "1" || v == "true";
     else {
       std::fprintf(stderr, "error: unknown option '%s'\n%s", a.c_str(), kUsage);
       return 2;
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
     request.world = world;
     request.link_gbs = link_gbs;
     request.shard_optimizer = shard_optimizer;
+    request.activations_16bit = activations_16bit;
     request.model_flops = [&](const nlohmann::json& m) { return training_flops_per_sequence(m, seq, predictions) * batch; };
     return bert_tools::run_cost_model(request);
   }

@@ -1,5 +1,5 @@
-// The cost model (backend/cost_model_ops.h) against the emulated GPU. A bert-tiny training step
-// runs through a Session on CudaOps over the emulation, with the cost model wrapped around it
+// The cost model (backend/cost_model_ops.h) against the emulated GPU. A bert-tiny bf16 training
+// step (16-bit activations, as sessions run bf16) runs through a Session on CudaOps over the emulation, with the cost model wrapped around it
 // and, between the two, EmulatorTrafficOps attributing the emulator's counters (launches, stream
 // waits, and the bytes kernels load and store, seen through the access hooks of
 // emu_kernels_counted) to each Ops call. Per op, the model's device bytes must match the
@@ -26,12 +26,13 @@ namespace bert {
 namespace {
 
 // Per-op bytes: the model must be within this fraction of the emulator's count (measured: at
-// most 0.24%, gather_rows, from tensors that start mid-sector; the whole step 0.004%). Ops with
+// most 0.46%, gather_rows, from tensors that start mid-sector; the whole step 0.004%). Ops with
 // a sort (scatter_add_rows, embedding_bwd) get kSortTolerance: the model's sort kernels (CUB's
 // radix sort, 68 bytes per row) are left out of the comparison, while the emulator's
-// std::stable_sort stand-in still moves 16 bytes per row (measured: 2.1%).
+// std::stable_sort stand-in still moves 16 bytes per row (measured: 4.0% where the rows added are
+// bf16, scatter_add_rows on the MLM head's 20 rows).
 constexpr double kByteTolerance = 0.005;
-constexpr double kSortTolerance = 0.03;
+constexpr double kSortTolerance = 0.05;
 
 struct OpTraffic {
   int64_t launches = 0, syncs = 0;
