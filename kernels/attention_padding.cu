@@ -1,11 +1,13 @@
-// Packed [T, width] fp32 rows <-> a padded [B, S_pad, width] 16-bit batch, with the cast in the
-// same pass: the fused attention runs cuDNN's padded graphs on variable-length batches this way
-// where cuDNN has no ragged backward. Each thread moves one group of 8 elements (128-bit 16-bit
-// accesses) when width is a multiple of 8 and both buffers are 16-byte aligned, else one
-// element; a padded row finds its packed row from seq_start (row r is position r % S_pad of
-// sequence r / S_pad).
+// Packed [T, width] rows (fp32, or already of the padded batch's 16-bit type) <-> a padded
+// [B, S_pad, width] 16-bit batch, with the cast (if any) in the same pass: the fused attention
+// runs cuDNN's padded graphs on variable-length batches this way where cuDNN has no ragged
+// backward. Each thread moves one group of 8 elements (128-bit 16-bit accesses) when width is a
+// multiple of 8 and both buffers are 16-byte aligned, else one element; a padded row finds its
+// packed row from seq_start (row r is position r % S_pad of sequence r / S_pad).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "kernels/attention_padding.h"
 #include "common.cuh"
@@ -28,51 +30,60 @@ union Group {
   std::conditional_t<V == 8, uint4, T> bits;
 };
 
-template <int V>
-__device__ __forceinline__ void load_floats(float (&v)[V], const float* src) {
-  if constexpr (V == 8) {
+// V consecutive values of storage type S as floats (16-bit values widen exactly).
+template <typename S, int V>
+__device__ __forceinline__ void load_values(float (&v)[V], const S* src) {
+  if constexpr (V == 8 && std::is_same_v<S, float>) {
     const float4 a = reinterpret_cast<const float4*>(src)[0];
     const float4 b = reinterpret_cast<const float4*>(src)[1];
     const float all[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     for (int j = 0; j < 8; ++j) v[j] = all[j];
+  } else if constexpr (V == 8) {
+    Group<S, V> in;
+    in.bits = reinterpret_cast<const decltype(in.bits)*>(src)[0];
+    for (int j = 0; j < V; ++j) v[j] = load(&in.h[j]);
   } else {
-    for (int j = 0; j < V; ++j) v[j] = src[j];
+    for (int j = 0; j < V; ++j) v[j] = load(src + j);
   }
 }
 
-template <int V>
-__device__ __forceinline__ void store_floats(float* dst, const float (&v)[V]) {
-  if constexpr (V == 8) {
+// V floats stored as S (rounded to nearest even when S is 16-bit).
+template <typename S, int V>
+__device__ __forceinline__ void store_values(S* dst, const float (&v)[V]) {
+  if constexpr (V == 8 && std::is_same_v<S, float>) {
     reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
     reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else if constexpr (V == 8) {
+    Group<S, V> out;
+    for (int j = 0; j < V; ++j) store(&out.h[j], v[j]);
+    reinterpret_cast<decltype(out.bits)*>(dst)[0] = out.bits;
   } else {
-    for (int j = 0; j < V; ++j) dst[j] = v[j];
+    for (int j = 0; j < V; ++j) store(dst + j, v[j]);
   }
 }
 
-// One (padded row, group of V) per iteration of a grid-stride loop over rows * width / V.
-template <typename T, int V>
-__global__ void pad_kernel(T* padded, const float* packed, const int32_t* seq_start, int64_t rows,
+// One (padded row, group of V) per iteration of a grid-stride loop over rows * width / V; T is
+// the padded batch's 16-bit type, S the packed rows' storage type.
+template <typename T, typename S, int V>
+__global__ void pad_kernel(T* padded, const S* packed, const int32_t* seq_start, int64_t rows,
                            int64_t padded_len, int width) {
   const int64_t groups = width / V;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * groups;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / groups, col = (i % groups) * V;
     const int64_t src = packed_row(seq_start, r, padded_len);
-    Group<T, V> out;
+    float v[V];
     if (src >= 0) {
-      float v[V];
-      load_floats<V>(v, packed + src * width + col);
-      for (int j = 0; j < V; ++j) store(&out.h[j], v[j]);
+      load_values<S, V>(v, packed + src * width + col);
     } else {
-      for (int j = 0; j < V; ++j) store(&out.h[j], 0.0f);
+      for (int j = 0; j < V; ++j) v[j] = 0.0f;
     }
-    reinterpret_cast<decltype(out.bits)*>(padded + r * width + col)[0] = out.bits;
+    store_values<T, V>(padded + r * width + col, v);
   }
 }
 
-template <typename T, int V>
-__global__ void unpad_kernel(float* packed, const T* padded, const int32_t* seq_start,
+template <typename T, typename S, int V>
+__global__ void unpad_kernel(S* packed, const T* padded, const int32_t* seq_start,
                              int64_t rows, int64_t padded_len, int width) {
   const int64_t groups = width / V;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * groups;
@@ -80,11 +91,9 @@ __global__ void unpad_kernel(float* packed, const T* padded, const int32_t* seq_
     const int64_t r = i / groups, col = (i % groups) * V;
     const int64_t dst = packed_row(seq_start, r, padded_len);
     if (dst < 0) continue;
-    Group<T, V> in;
-    in.bits = reinterpret_cast<const decltype(in.bits)*>(padded + r * width + col)[0];
     float v[V];
-    for (int j = 0; j < V; ++j) v[j] = load(&in.h[j]);
-    store_floats<V>(packed + dst * width + col, v);
+    load_values<T, V>(v, padded + r * width + col);
+    store_values<S, V>(packed + dst * width + col, v);
   }
 }
 
@@ -92,56 +101,70 @@ bool vectorizable(const void* a, const void* b, int width) {
   return width % 8 == 0 && (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16 == 0;
 }
 
-template <typename T>
-void launch_pad(void* padded, const float* packed, const int32_t* seq_start, int64_t rows,
+template <typename T, typename S>
+void launch_pad(void* padded, const S* packed, const int32_t* seq_start, int64_t rows,
                 int64_t padded_len, int width, cudaStream_t stream) {
   auto* out = static_cast<T*>(padded);
   if (vectorizable(padded, packed, width)) {
-    pad_kernel<T, 8><<<grid_for(rows * (width / 8)), kThreads, 0, stream>>>(
+    pad_kernel<T, S, 8><<<grid_for(rows * (width / 8)), kThreads, 0, stream>>>(
         out, packed, seq_start, rows, padded_len, width);
   } else {
-    pad_kernel<T, 1><<<grid_for(rows * width), kThreads, 0, stream>>>(out, packed, seq_start, rows,
-                                                                      padded_len, width);
+    pad_kernel<T, S, 1><<<grid_for(rows * width), kThreads, 0, stream>>>(out, packed, seq_start, rows,
+                                                                         padded_len, width);
   }
 }
 
-template <typename T>
-void launch_unpad(float* packed, const void* padded, const int32_t* seq_start, int64_t rows,
+template <typename T, typename S>
+void launch_unpad(S* packed, const void* padded, const int32_t* seq_start, int64_t rows,
                   int64_t padded_len, int width, cudaStream_t stream) {
   const auto* in = static_cast<const T*>(padded);
   if (vectorizable(padded, packed, width)) {
-    unpad_kernel<T, 8><<<grid_for(rows * (width / 8)), kThreads, 0, stream>>>(
+    unpad_kernel<T, S, 8><<<grid_for(rows * (width / 8)), kThreads, 0, stream>>>(
         packed, in, seq_start, rows, padded_len, width);
   } else {
-    unpad_kernel<T, 1><<<grid_for(rows * width), kThreads, 0, stream>>>(packed, in, seq_start, rows,
-                                                                        padded_len, width);
+    unpad_kernel<T, S, 1><<<grid_for(rows * width), kThreads, 0, stream>>>(packed, in, seq_start, rows,
+                                                                           padded_len, width);
   }
+}
+
+// The packed rows must be fp32 or of the padded batch's own 16-bit type.
+void check_packed_type(const char* op, DType packed, LowPrecision kind) {
+  const DType lowp = kind == LowPrecision::bf16 ? DType::bf16 : DType::f16;
+  BERT_CHECK(packed == DType::f32 || packed == lowp, Code::internal, op, ": packed rows of type ",
+             dtype_name(packed), " for a ", dtype_name(lowp), " padded batch");
 }
 
 }  // namespace
 
-void pad_rows_to_lowp(void* padded, const float* packed, const int32_t* seq_start, int num_seqs,
+void pad_rows_to_lowp(void* padded, ConstAct packed, const int32_t* seq_start, int num_seqs,
                       int64_t padded_len, int width, LowPrecision kind, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(num_seqs) * padded_len;
   if (rows <= 0 || width <= 0) return;
-  if (kind == LowPrecision::bf16) {
-    launch_pad<__nv_bfloat16>(padded, packed, seq_start, rows, padded_len, width, stream);
-  } else {
-    launch_pad<__half>(padded, packed, seq_start, rows, padded_len, width, stream);
-  }
+  check_packed_type("pad_rows_to_lowp", packed.type, kind);
+  with_storage(packed.type, [&](auto source) {
+    using S = decltype(source);
+    if (kind == LowPrecision::bf16) {
+      launch_pad<__nv_bfloat16>(padded, typed<S>(packed), seq_start, rows, padded_len, width, stream);
+    } else {
+      launch_pad<__half>(padded, typed<S>(packed), seq_start, rows, padded_len, width, stream);
+    }
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
-void unpad_rows_from_lowp(float* packed, const void* padded, const int32_t* seq_start,
-                          int num_seqs, int64_t padded_len, int width, LowPrecision kind,
-                          cudaStream_t stream) {
+void unpad_rows_from_lowp(Act packed, const void* padded, const int32_t* seq_start, int num_seqs,
+                          int64_t padded_len, int width, LowPrecision kind, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(num_seqs) * padded_len;
   if (rows <= 0 || width <= 0) return;
-  if (kind == LowPrecision::bf16) {
-    launch_unpad<__nv_bfloat16>(packed, padded, seq_start, rows, padded_len, width, stream);
-  } else {
-    launch_unpad<__half>(packed, padded, seq_start, rows, padded_len, width, stream);
-  }
+  check_packed_type("unpad_rows_from_lowp", packed.type, kind);
+  with_storage(packed.type, [&](auto target) {
+    using S = decltype(target);
+    if (kind == LowPrecision::bf16) {
+      launch_unpad<__nv_bfloat16>(typed<S>(packed), padded, seq_start, rows, padded_len, width, stream);
+    } else {
+      launch_unpad<__half>(typed<S>(packed), padded, seq_start, rows, padded_len, width, stream);
+    }
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

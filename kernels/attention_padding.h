@@ -9,19 +9,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
 #include "kernels/cast.h"
 
 namespace bert::kernels {
 
-// padded [num_seqs, padded_len, width] in `kind` from packed fp32 [T, width]: row s of sequence
-// b is round-to-nearest-even(packed[seq_start[b] + s]) for s < seq_start[b+1] - seq_start[b]
-// (at most padded_len), 0 after. seq_start [num_seqs + 1] is device memory.
-void pad_rows_to_lowp(void* padded, const float* packed, const int32_t* seq_start, int num_seqs,
+// padded [num_seqs, padded_len, width] in `kind` from packed [T, width] (fp32 or `kind`'s own
+// 16-bit type; Error(internal) for the other): row s of sequence b is
+// round-to-nearest-even(packed[seq_start[b] + s]) (a copy when 16-bit) for s < seq_start[b+1] -
+// seq_start[b] (at most padded_len), 0 after. seq_start [num_seqs + 1] is device memory.
+void pad_rows_to_lowp(void* padded, ConstAct packed, const int32_t* seq_start, int num_seqs,
                       int64_t padded_len, int width, LowPrecision kind, cudaStream_t stream);
-// The inverse: packed[seq_start[b] + s] = float(padded[b, s]) for every s below sequence b's
-// length; padded rows after it are not read.
-void unpad_rows_from_lowp(float* packed, const void* padded, const int32_t* seq_start,
-                          int num_seqs, int64_t padded_len, int width, LowPrecision kind,
-                          cudaStream_t stream);
+// The inverse: packed[seq_start[b] + s] = padded[b, s] (widened to fp32, or copied) for every s
+// below sequence b's length; padded rows after it are not read.
+void unpad_rows_from_lowp(Act packed, const void* padded, const int32_t* seq_start, int num_seqs,
+                          int64_t padded_len, int width, LowPrecision kind, cudaStream_t stream);
 
 }  // namespace bert::kernels

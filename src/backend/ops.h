@@ -251,8 +251,8 @@ struct CudaOptions {
   // padded copies (the path of GPUs without cuDNN's ragged backward) on Hopper-class GPUs too.
   bool fused_attention_pad_varlen = false;
   // With "bf16"/"fp16": store activations, their gradients and the saved tensors in that 16-bit
-  // type (activation_type()), the GEMMs reading and writing them directly; otherwise they are
-  // fp32 and cast before each GEMM. Not with fused_attention yet.
+  // type (activation_type()), the GEMMs and the fused attention reading and writing them
+  // directly; otherwise they are fp32 and cast before each GEMM.
   bool activations_16bit = false;
 };
 std::unique_ptr<Ops> make_cuda_ops(int device);

@@ -49,8 +49,8 @@ std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   CudaOptions options;
   options.precision = c.train.precision;
   options.fused_attention = c.train.fused_attention;
-  // bf16/fp16 store activations in 16 bits (fp32 with fused attention until cuDNN reads them).
-  options.activations_16bit = (c.train.precision == "bf16" || c.train.precision == "fp16") && !c.train.fused_attention;
+  // bf16/fp16 store activations, their gradients and the saved tensors in 16 bits.
+  options.activations_16bit = c.train.precision == "bf16" || c.train.precision == "fp16";
   std::unique_ptr<Ops> ops = make_cuda_ops(index, options);
   if (!ops) fail(Code::unsupported, "config key 'device' = \"", c.device, "\": this build of bertengine has no CUDA backend");
   return ops;

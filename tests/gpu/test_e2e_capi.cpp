@@ -82,16 +82,15 @@ TEST(EndToEnd, Bf16FusedAttentionTracksTheCpu) {
                     "bf16 fused attention");
 }
 
-// With fused attention the probs buffers hold cuDNN's softmax statistics (heads · tokens floats
-// per layer), not the reference attention's probabilities (heads · S² per sequence): the arena
-// shrinks by exactly the difference, layers × B × heads × (S² - S) floats. (The reference run is
-// tf32: fp32 activations, as the fused run keeps them.)
+// With fused attention the probs buffers hold cuDNN's softmax statistics (heads · tokens fp32
+// values per layer), not the reference attention's bf16 probabilities (heads · S² per sequence):
+// the arena shrinks by exactly the difference, layers × B × heads × (2·S² − 4·S) bytes.
 TEST(EndToEnd, FusedAttentionArenaHoldsStatisticsNotProbabilities) {
   bert_session* fused = nullptr;
   const std::string cfg = config("cuda", R"(, "precision": "bf16", "fused_attention": true)");
   if (bert_session_create(cfg.c_str(), nullptr, &fused) == BERT_ERR_UNSUPPORTED)
     GTEST_SKIP() << bert_last_error();
-  bert_session* reference = create(config("cuda", R"(, "precision": "tf32")"));
+  bert_session* reference = create(config("cuda", R"(, "precision": "bf16")"));
   ASSERT_NE(reference, nullptr);
   bert_memory_info with_fused, without;
   bert_memory_info_init(&with_fused);
@@ -99,7 +98,7 @@ TEST(EndToEnd, FusedAttentionArenaHoldsStatisticsNotProbabilities) {
   ASSERT_EQ(bert_session_memory(fused, &with_fused), BERT_OK) << bert_last_error();
   ASSERT_EQ(bert_session_memory(reference, &without), BERT_OK) << bert_last_error();
   const uint64_t layers = 2, B = 8, heads = 2, S = 64;
-  const uint64_t saved = layers * B * heads * (S * S - S) * sizeof(float);
+  const uint64_t saved = layers * B * heads * (2 * S * S - 4 * S);
   // Each buffer of the arena is rounded up to 64 bytes; these sizes are multiples of 64.
   EXPECT_EQ(without.activation_bytes - with_fused.activation_bytes, saved);
   bert_session_destroy(reference);

@@ -17,6 +17,10 @@
 // simulation of bf16 rounding (P, O and dV rounded; these layouts): worst 4.5e-3 with the
 // forward's mask; with an independent mask at least 3 blocks beyond 3e-2 in every one of 20
 // draws. The check itself is tested on the CPU backend (same mask passes, another step fails).
+// With 16-bit activations (CudaOptions::activations_16bit) cuDNN reads qkv and dctx and writes
+// ctx and dqkv in their own storage: given the same 16-bit inputs, the results are those of the
+// fp32-activation path bit for bit (that path casts the same values to and from the same 16-bit
+// tensors), on every layout and variable-length path.
 // Skips where the build has no cudnn-frontend.
 #include <gtest/gtest.h>
 
@@ -32,6 +36,7 @@
 #include "backend/ops.h"
 #include "gpu_random.h"
 #include "core/error.h"
+#include "core/half.h"
 
 namespace bert {
 namespace {
@@ -293,6 +298,83 @@ TEST_F(FusedAttention, MaskCheckCatchesABackwardWithAnotherMask) {
     EXPECT_EQ(mask_mismatches(c, qkv, ctx, dctx, dqkv, 1e-5, c.name + " cpu, same mask"), 0);
     run_attention(*cpu, c, qkv, dctx, site, other, ctx, dqkv);
     EXPECT_GE(mask_mismatches(c, qkv, ctx, dctx, dqkv, kMaskTolerance, c.name + " cpu, another mask"), 1);
+  }
+}
+
+// One forward and backward (no dropout) with activations stored as `type` on the host side of
+// `ops`: inputs rounded to the type first (so an fp32 run sees the same values), results widened.
+void run_attention_stored(Ops& ops, const Case& c, std::vector<float> qkv_host, std::vector<float> dctx_host,
+                          DType type, std::vector<float>& ctx, std::vector<float>& dqkv) {
+  const AttentionLayout& layout = c.layout;
+  const int64_t T = layout.total_tokens();
+  auto round = [&](float x) {
+    return type == DType::bf16 ? bf16_bits_to_float(float_to_bf16_bits(x)) : fp16_bits_to_float(float_to_fp16_bits(x));
+  };
+  for (float& x : qkv_host) x = round(x);
+  for (float& x : dctx_host) x = round(x);
+  if (ops.activation_type() == DType::f32) {
+    run_attention(ops, c, qkv_host, dctx_host, DropoutSite{}, DropoutSite{}, ctx, dqkv);
+    return;
+  }
+  auto to_device = [&](const std::vector<float>& host) {
+    std::vector<uint16_t> bits(host.size());
+    for (size_t i = 0; i < host.size(); ++i)
+      bits[i] = type == DType::bf16 ? float_to_bf16_bits(host[i]) : float_to_fp16_bits(host[i]);
+    void* device = ops.alloc(bits.size() * 2);
+    ops.upload(device, bits.data(), bits.size() * 2);
+    return device;
+  };
+  auto to_host = [&](const void* device, size_t n) {
+    std::vector<uint16_t> bits(n);
+    ops.download(bits.data(), device, n * 2);
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = type == DType::bf16 ? bf16_bits_to_float(bits[i]) : fp16_bits_to_float(bits[i]);
+    return out;
+  };
+  std::vector<float> bias;
+  std::vector<bool> valid;
+  masks(c, bias, valid);
+  Buffer key_bias(ops, bias), stats(ops, layout.probs_elems(kHeads));
+  void* qkv = to_device(qkv_host);
+  void* dctx = to_device(dctx_host);
+  void* out = to_device(std::vector<float>(T * kH));
+  void* grad = to_device(randn(T * 3 * kH, 13, 1.0f));
+  ops.attention_fwd(Act(out, type), Act(stats.ptr, type), ConstAct(qkv, type), key_bias.ptr, layout, kHeads, kHeadDim,
+                    DropoutSite{});
+  ops.attention_bwd(Act(grad, type), ConstAct(dctx, type), ConstAct(qkv, type), ConstAct(stats.ptr, type), layout,
+                    kHeads, kHeadDim, DropoutSite{});
+  ctx = to_host(out, T * kH);
+  dqkv = to_host(grad, T * 3 * kH);
+  for (void* p : {qkv, dctx, out, grad}) ops.release(p);
+}
+
+TEST_F(FusedAttention, SixteenBitActivationsGiveTheFp32PathsResultsBitwise) {
+  for (const char* precision : {"bf16", "fp16"}) {
+    const DType type = std::string(precision) == "bf16" ? DType::bf16 : DType::f16;
+    for (bool pad : {false, true}) {
+      auto fp32_acts = make_cuda_ops(0, CudaOptions{precision, true, pad});
+      auto lowp_acts = make_cuda_ops(0, CudaOptions{precision, true, pad, true});
+      ASSERT_EQ(lowp_acts->activation_type(), type);
+      std::vector<Case> all = cases();
+      for (const Case& c : varlen_cases()) all.push_back(c);
+      for (const Case& c : all) {
+        const int64_t T = c.layout.total_tokens();
+        const std::vector<float> qkv = randn(T * 3 * kH, 11, 0.7f), dctx = grad_output(c, 12);
+        std::vector<float> ctx[2], dqkv[2];
+        run_attention_stored(*fp32_acts, c, qkv, dctx, type, ctx[0], dqkv[0]);
+        run_attention_stored(*lowp_acts, c, qkv, dctx, type, ctx[1], dqkv[1]);
+        const std::string label = std::string(precision) + " " + c.name + (pad ? " (padded copies)" : "");
+        std::vector<bool> valid;
+        std::vector<float> bias;
+        masks(c, bias, valid);
+        for (int64_t t = 0; t < T; ++t) {
+          if (!valid[t]) continue;
+          ASSERT_EQ(std::memcmp(ctx[0].data() + t * kH, ctx[1].data() + t * kH, kH * sizeof(float)), 0)
+              << label << ": ctx row " << t;
+        }
+        EXPECT_EQ(dqkv[0], dqkv[1]) << label << ": dqkv";
+      }
+    }
   }
 }
 

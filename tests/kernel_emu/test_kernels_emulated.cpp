@@ -426,6 +426,32 @@ TEST_F(EmulatedKernels, AttentionPaddingCopiesPackedRowsBothWays) {
             ASSERT_EQ(back[t * width + j], float_of(bits_of(packed[t * width + j])))
                 << "unpad_rows_from_lowp: token " << t << " column " << j << " (width " << width
                 << ", offset " << offset << ")";
+
+        // Packed rows already 16-bit (16-bit activations): the padded batch copies their bits,
+        // and back; rows of the other 16-bit type are refused.
+        const DType type = kind == LowPrecision::bf16 ? DType::bf16 : DType::f16;
+        std::vector<uint16_t> packed16_storage(T * width + 8);
+        uint16_t* packed16 = packed16_storage.data() + offset;
+        for (int64_t i = 0; i < T * width; ++i) packed16[i] = bits_of(packed[i]);
+        std::vector<uint16_t> copy_storage(padded_elems + 8, 0x7fffu);
+        uint16_t* copy = copy_storage.data() + offset;
+        kernels::pad_rows_to_lowp(copy, ConstAct(packed16, type), seq_start.data(), seqs, padded_len, width, kind,
+                                  nullptr);
+        for (int b = 0; b < seqs; ++b)
+          for (int64_t s = 0; s < seq_start[b + 1] - seq_start[b]; ++s)
+            for (int j = 0; j < width; ++j)
+              ASSERT_EQ(copy[(b * padded_len + s) * width + j], padded[(b * padded_len + s) * width + j])
+                  << "pad_rows_to_lowp from 16-bit rows: sequence " << b << " row " << s << " column " << j;
+        std::vector<uint16_t> back16_storage(T * width + 8, 0);
+        uint16_t* back16 = back16_storage.data() + offset;
+        kernels::unpad_rows_from_lowp(Act(back16, type), copy, seq_start.data(), seqs, padded_len, width, kind,
+                                      nullptr);
+        for (int64_t i = 0; i < T * width; ++i)
+          ASSERT_EQ(back16[i], packed16[i]) << "unpad_rows_from_lowp to 16-bit rows: element " << i;
+        const DType other = type == DType::bf16 ? DType::f16 : DType::bf16;
+        EXPECT_THROW(kernels::pad_rows_to_lowp(copy, ConstAct(packed16, other), seq_start.data(), seqs, padded_len,
+                                               width, kind, nullptr),
+                     Error);
       }
     }
   }

@@ -38,7 +38,7 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
   if (fused_ != nullptr) {
-    fused_->forward(ctx.f32(), probs.f32(), qkv.f32(), key_bias, layout, heads, head_dim, site);
+    fused_->forward(ctx, fused_stats(probs), qkv, key_bias, layout, heads, head_dim, site);
     return;
   }
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
@@ -109,7 +109,7 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
   if (fused_ != nullptr) {
-    fused_->backward(dqkv.f32(), dctx.f32(), qkv.f32(), probs.f32(), layout, heads, head_dim, site);
+    fused_->backward(dqkv, dctx, qkv, fused_stats(probs), layout, heads, head_dim, site);
     return;
   }
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {

@@ -57,7 +57,6 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool
   if (activations_16bit) {
     BERT_CHECK(precision == GemmPrecision::bf16 || precision == GemmPrecision::fp16, Code::invalid_argument,
                "16-bit activations need precision \"bf16\" or \"fp16\", not \"", gemm_precision_name(precision), "\"");
-    BERT_CHECK(!fused_attention, Code::unsupported, "16-bit activations with fused attention are not supported yet");
     activation_type_ = precision == GemmPrecision::bf16 ? DType::bf16 : DType::f16;
   }
   int count = 0;

@@ -61,9 +61,12 @@ class CudaOps final : public Ops {
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
   DType activation_type() const override { return activation_type_; }
-  // With fused attention probs holds the softmax statistics: heads · tokens.
+  // With fused attention probs holds the softmax statistics: heads · tokens fp32 values, as
+  // elements of the activation type (two 16-bit elements per value).
   int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
-    return fused_ != nullptr ? max_seqs * heads * max_len : Ops::attention_saved_elems(max_seqs, max_len, heads);
+    const int64_t per_value = static_cast<int64_t>(sizeof(float) / dtype_bytes(activation_type_));
+    return fused_ != nullptr ? max_seqs * heads * max_len * per_value
+                             : Ops::attention_saved_elems(max_seqs, max_len, heads);
   }
 
   void set_weights(const float* params, int64_t n) override;
@@ -119,6 +122,8 @@ class CudaOps final : public Ops {
   // through a device table of token starts and probs offsets, uploaded when the layout (or
   // heads) differs from the last one's, so once per batch rather than once per layer.
   kernels::SoftmaxSequences softmax_sequences(const AttentionLayout& layout, int heads);
+  // The fused attention's fp32 softmax statistics in a probs buffer of any activation type.
+  static float* fused_stats(ConstAct probs) { return static_cast<float*>(const_cast<void*>(probs.data)); }
 
   void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
   void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,

@@ -1,5 +1,6 @@
 // FusedAttention through cudnn-frontend's SDPA graphs (forward with softmax stats, backward).
-// qkv [T, 3H] is cast to 16 bits and read in place as strided Q/K/V views ("T3HD"); the
+// qkv [T, 3H] (16-bit activations as they are, fp32 cast to 16 bits first) is read in place as
+// strided Q/K/V views ("T3HD"); the
 // padding mask takes per-sequence key counts derived on the device from key_bias. A layout whose
 // sequences all have one length L is a [B, h, L, D] batch. Any other (variable-length, packed)
 // runs ragged on Hopper-class GPUs, each sequence placed by offsets from
@@ -130,10 +131,10 @@ class CudnnAttention final : public FusedAttention {
     if (handle_ != nullptr) cudnnDestroy(handle_);
   }
 
-  void forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
+  void forward(Act ctx, float* stats, ConstAct qkv, const float* key_bias,
                const AttentionLayout& layout, int heads, int head_dim,
                const DropoutSite& site) override;
-  void backward(float* dqkv, const float* dctx, const float* qkv, const float* stats,
+  void backward(Act dqkv, ConstAct dctx, ConstAct qkv, const float* stats,
                 const AttentionLayout& layout, int heads, int head_dim,
                 const DropoutSite& site) override;
 
@@ -166,6 +167,13 @@ class CudnnAttention final : public FusedAttention {
   void execute(fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack);
   // The table's ragged offsets (when ragged) and dropout seed/offset (when p > 0) into `pack`.
   static void add_table(std::unordered_map<int64_t, void*>& pack, const Table& t, const Shape& s, float p);
+  // cuDNN's 16-bit view of an input [T, width]: a 16-bit tensor of the packed rows itself, else
+  // its padded or cast copy in `copy`.
+  char* lowp_input(ConstAct x, ScratchBuffer& copy, const Shape& s, const Table& t, int64_t width);
+  // A 16-bit result [rows, width] into `out`: unpadded, copied (16-bit) or cast (fp32).
+  void write_output(Act out, const void* lowp, const Shape& s, const Table& t, int64_t width);
+  // Error(internal) unless `type` is fp32 or the I/O type.
+  void check_io_type(DType type) const;
 
   DeviceMemory& memory_;
   cudaStream_t stream_;
@@ -366,7 +374,7 @@ void CudnnAttention::execute(fe::graph::Graph& g, std::unordered_map<int64_t, vo
   BERT_CHECK(st.is_good(), Code::backend, "cuDNN fused attention failed: ", st.get_message());
 }
 
-void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
+void CudnnAttention::forward(Act ctx, float* stats, ConstAct qkv, const float* key_bias,
                              const AttentionLayout& layout, int heads, int head_dim,
                              const DropoutSite& site) {
   const Shape s = shape_of(layout, heads, head_dim, pad_varlen_);
@@ -388,14 +396,8 @@ void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const f
   void* o16 = keep;
   auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
   float* stats_out = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at) : stats;
-  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
   const Table t = upload_table(layout, s, site);
-  if (s.padded) {
-    kernels::pad_rows_to_lowp(qkv16, qkv, t.seq_start, static_cast<int>(s.B), s.S,
-                              static_cast<int>(3 * H), io_, stream_);
-  } else {
-    kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
-  }
+  char* qkv16 = lowp_input(qkv, qkv16_, s, t, 3 * H);
   kernels::attention_seq_lengths(seq_len, t.seq_start, key_bias, static_cast<int>(s.B), stream_);
   // Padded query rows are not written by cuDNN: they read as 0.
   CUDA_CHECK(cudaMemsetAsync(o16, 0, static_cast<size_t>(rows * H) * 2, stream_));
@@ -404,12 +406,7 @@ void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const f
       {kSeqLenQ, seq_len}, {kSeqLenKV, seq_len}};
   add_table(pack, t, s, site.p);
   execute(graph(false, s, site.p), pack);
-  if (s.padded) {
-    kernels::unpad_rows_from_lowp(ctx, o16, t.seq_start, static_cast<int>(s.B), s.S,
-                                  static_cast<int>(H), io_, stream_);
-  } else {
-    kernels::cast_from_lowp(ctx, o16, s.T * H, 1.0f, io_, stream_);
-  }
+  write_output(ctx, o16, s, t, H);  // O stays kept for the backward
   saved.T = s.T;
   saved.B = s.B;
   saved.H = H;
@@ -417,7 +414,7 @@ void CudnnAttention::forward(float* ctx, float* stats, const float* qkv, const f
   saved.padded = s.padded;
 }
 
-void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,
+void CudnnAttention::backward(Act dqkv, ConstAct dctx, ConstAct qkv,
                               const float* stats, const AttentionLayout& layout, int heads,
                               int head_dim, const DropoutSite& site) {
   const Shape s = shape_of(layout, heads, head_dim, pad_varlen_);
@@ -436,19 +433,13 @@ void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,
   auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
   float* stats_in = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at)
                              : const_cast<float*>(stats);
-  auto* qkv16 = static_cast<char*>(qkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
-  void* do16 = grad16_.get(static_cast<size_t>(rows * H) * 2);
   const Table t = upload_table(layout, s, site);
-  if (s.padded) {
-    kernels::pad_rows_to_lowp(qkv16, qkv, t.seq_start, static_cast<int>(s.B), s.S,
-                              static_cast<int>(3 * H), io_, stream_);
-    kernels::pad_rows_to_lowp(do16, dctx, t.seq_start, static_cast<int>(s.B), s.S,
-                              static_cast<int>(H), io_, stream_);
-  } else {
-    kernels::cast_to_lowp(qkv16, qkv, s.T * 3 * H, 1.0f, io_, stream_);
-    kernels::cast_to_lowp(do16, dctx, s.T * H, 1.0f, io_, stream_);
-  }
-  auto* dqkv16 = static_cast<char*>(dqkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
+  char* qkv16 = lowp_input(qkv, qkv16_, s, t, 3 * H);
+  char* do16 = lowp_input(dctx, grad16_, s, t, H);
+  // A 16-bit dqkv of the packed rows takes cuDNN's output directly; else a copy is unpadded or cast.
+  const bool direct = !s.padded && dqkv.type != DType::f32;
+  auto* dqkv16 = direct ? static_cast<char*>(dqkv.data)
+                        : static_cast<char*>(dqkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
   CUDA_CHECK(cudaMemsetAsync(dqkv16, 0, static_cast<size_t>(rows * 3 * H) * 2, stream_));
   std::unordered_map<int64_t, void*> pack = {
       {kQ, qkv16},          {kK, qkv16 + H * 2},   {kV, qkv16 + 2 * H * 2},
@@ -457,12 +448,37 @@ void CudnnAttention::backward(float* dqkv, const float* dctx, const float* qkv,
       {kSeqLenQ, seq_len},  {kSeqLenKV, seq_len}};
   add_table(pack, t, s, site.p);
   execute(graph(true, s, site.p), pack);
+  if (!direct) write_output(dqkv, dqkv16, s, t, 3 * H);
+}
+
+char* CudnnAttention::lowp_input(ConstAct x, ScratchBuffer& copy, const Shape& s, const Table& t, int64_t width) {
+  check_io_type(x.type);
+  if (!s.padded && x.type != DType::f32) return static_cast<char*>(const_cast<void*>(x.data));  // read in place
+  auto* lowp = static_cast<char*>(copy.get(static_cast<size_t>(s.rows() * width) * 2));
   if (s.padded) {
-    kernels::unpad_rows_from_lowp(dqkv, dqkv16, t.seq_start, static_cast<int>(s.B), s.S,
-                                  static_cast<int>(3 * H), io_, stream_);
+    kernels::pad_rows_to_lowp(lowp, x, t.seq_start, static_cast<int>(s.B), s.S, static_cast<int>(width), io_, stream_);
   } else {
-    kernels::cast_from_lowp(dqkv, dqkv16, s.T * 3 * H, 1.0f, io_, stream_);
+    kernels::cast_to_lowp(lowp, x.f32(), s.T * width, 1.0f, io_, stream_);
   }
+  return lowp;
+}
+
+void CudnnAttention::write_output(Act out, const void* lowp, const Shape& s, const Table& t, int64_t width) {
+  check_io_type(out.type);
+  if (s.padded) {
+    kernels::unpad_rows_from_lowp(out, lowp, t.seq_start, static_cast<int>(s.B), s.S, static_cast<int>(width), io_,
+                                  stream_);
+  } else if (out.type != DType::f32) {
+    CUDA_CHECK(cudaMemcpyAsync(out.data, lowp, static_cast<size_t>(s.T * width) * 2, cudaMemcpyDeviceToDevice, stream_));
+  } else {
+    kernels::cast_from_lowp(out.f32(), lowp, s.T * width, 1.0f, io_, stream_);
+  }
+}
+
+void CudnnAttention::check_io_type(DType type) const {
+  const DType io = io_ == kernels::LowPrecision::bf16 ? DType::bf16 : DType::f16;
+  BERT_CHECK(type == DType::f32 || type == io, Code::internal, "fused attention: a ", dtype_name(type),
+             " activation tensor with ", dtype_name(io), " I/O");
 }
 
 }  // namespace

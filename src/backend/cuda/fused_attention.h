@@ -1,9 +1,10 @@
 // FusedAttention: Ops::attention_fwd/bwd through cuDNN's fused scaled-dot-product attention
 // (cudnn-frontend graph API, flash-attention style: no [L, L] probabilities are materialised),
 // for padded and variable-length (packed) batches on every GPU cuDNN runs it on. Inputs and
-// outputs stay fp32 at the Ops boundary and are cast to 16-bit around cuDNN; the softmax
-// statistics (heads · total_tokens floats) go into the caller's probs buffer, except where a
-// variable-length batch runs as a padded copy (then they are kept with the forward's output).
+// outputs at the Ops boundary are fp32 (cast to 16 bits around cuDNN) or 16-bit activations of
+// cuDNN's I/O type (read and written as they are); the softmax statistics (heads · total_tokens
+// floats) go into the caller's probs buffer, except where a variable-length batch runs as a
+// padded copy (then they are kept with the forward's output).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,13 +24,13 @@ class FusedAttention {
   // ctx are 0); stats [heads · total_tokens] replace the reference's probabilities (a padded
   // copy's stats are kept beside its output instead, and `stats` only names them). Dropout
   // masks come from cuDNN's Philox stream keyed by the site, not the engine's.
-  virtual void forward(float* ctx, float* stats, const float* qkv, const float* key_bias,
+  virtual void forward(Act ctx, float* stats, ConstAct qkv, const float* key_bias,
                        const AttentionLayout& layout, int heads, int head_dim,
                        const DropoutSite& site) = 0;
   // dqkv [T, 3H] (overwritten) from dctx [T, H]. Reads what the forward call that wrote `stats`
   // kept beside them (its 16-bit output, sequence lengths and padded stats;
   // Error(invalid_argument) when no forward with this layout wrote `stats`).
-  virtual void backward(float* dqkv, const float* dctx, const float* qkv, const float* stats,
+  virtual void backward(Act dqkv, ConstAct dctx, ConstAct qkv, const float* stats,
                         const AttentionLayout& layout, int heads, int head_dim,
                         const DropoutSite& site) = 0;
 };
