@@ -129,7 +129,7 @@ void launch_unpad(S* packed, const void* padded, const int32_t* seq_start, int64
 
 // The packed rows must be fp32 or of the padded batch's own 16-bit type.
 void check_packed_type(const char* op, DType packed, LowPrecision kind) {
-  const DType lowp = kind == LowPrecision::bf16 ? DType::bf16 : DType::f16;
+  const DType lowp = storage_type(kind);
   BERT_CHECK(packed == DType::f32 || packed == lowp, Code::internal, op, ": packed rows of type ",
              dtype_name(packed), " for a ", dtype_name(lowp), " padded batch");
 }

@@ -9,9 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/act.h"
+
 namespace bert::kernels {
 
 enum class LowPrecision { bf16, fp16 };
+// The activation storage type of a 16-bit format.
+inline DType storage_type(LowPrecision kind) { return kind == LowPrecision::bf16 ? DType::bf16 : DType::f16; }
 // dst (bf16/fp16 bits) = round-to-nearest-even(src[i] * scale), n elements
 void cast_to_lowp(void* dst, const float* src, int64_t n, float scale, LowPrecision kind, cudaStream_t stream);
 // dst[i] = float(src[i]) * scale

@@ -429,7 +429,7 @@ TEST_F(EmulatedKernels, AttentionPaddingCopiesPackedRowsBothWays) {
 
         // Packed rows already 16-bit (16-bit activations): the padded batch copies their bits,
         // and back; rows of the other 16-bit type are refused.
-        const DType type = kind == LowPrecision::bf16 ? DType::bf16 : DType::f16;
+        const DType type = kernels::storage_type(kind);
         std::vector<uint16_t> packed16_storage(T * width + 8);
         uint16_t* packed16 = packed16_storage.data() + offset;
         for (int64_t i = 0; i < T * width; ++i) packed16[i] = bits_of(packed[i]);
@@ -449,9 +449,16 @@ TEST_F(EmulatedKernels, AttentionPaddingCopiesPackedRowsBothWays) {
         for (int64_t i = 0; i < T * width; ++i)
           ASSERT_EQ(back16[i], packed16[i]) << "unpad_rows_from_lowp to 16-bit rows: element " << i;
         const DType other = type == DType::bf16 ? DType::f16 : DType::bf16;
-        EXPECT_THROW(kernels::pad_rows_to_lowp(copy, ConstAct(packed16, other), seq_start.data(), seqs, padded_len,
-                                               width, kind, nullptr),
-                     Error);
+        try {
+          kernels::pad_rows_to_lowp(copy, ConstAct(packed16, other), seq_start.data(), seqs, padded_len, width, kind,
+                                    nullptr);
+          FAIL() << "packed rows of the other 16-bit type must be refused";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), Code::internal);
+          const std::string want = std::string("pad_rows_to_lowp: packed rows of type ") + dtype_name(other) + " for a " +
+                                   dtype_name(type) + " padded batch";
+          EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
       }
     }
   }

@@ -1,6 +1,8 @@
 // CostModelOps without an inner backend: the kernels it records for a bf16 dense layer (the
 // operand cast, the weight-mirror refresh once per weights_changed, the GEMM's bytes and FLOPs),
-// the roofline time of a kernel, and the errors for unknown devices and precisions.
+// the same layer on 16-bit activations (no activation cast, 16-bit output and bias), the roofline
+// time of a kernel, and the errors for unknown devices and precisions and 16-bit activations in
+// an fp32/tf32 precision.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,6 +39,27 @@ TEST(CostModel, Bf16DenseLayerCastsItsInputAndReadsWeightsFromTheMirror) {
   for (void* p : {static_cast<void*>(weights), static_cast<void*>(in), static_cast<void*>(out)}) ops.release(p);
 }
 
+TEST(CostModel, Bf16DenseLayerOnSixteenBitActivationsCastsOnlyTheWeights) {
+  CostModelOptions options;
+  options.activations_16bit = true;
+  CostModelOps ops(options);
+  ASSERT_EQ(ops.activation_type(), DType::bf16);
+  const int64_t M = 256, K = 64, N = 32;
+  auto* weights = static_cast<float*>(ops.alloc((N * K + N) * sizeof(float)));
+  void* in = ops.alloc(M * K * 2);
+  void* out = ops.alloc(M * N * 2);
+  ops.set_weights(weights, N * K + N);
+  ops.linear_fwd(Act(out, DType::bf16), nullptr, ConstAct(in, DType::bf16), weights, weights + N * K, M, K, N,
+                 Activation::none);
+  const std::vector<KernelCost>& k = ops.kernels();
+  ASSERT_EQ(k.size(), 2u);  // weight refresh, GEMM: the 16-bit input is read as it is
+  EXPECT_EQ(k[0].kind, "cast (weights)");
+  EXPECT_EQ(k[1].kind, "gemm");
+  EXPECT_EQ(k[1].read_bytes, 2.0 * (M * K + N * K) + 2.0 * N);  // 16-bit operands and bias (the mirror's)
+  EXPECT_EQ(k[1].write_bytes, 2.0 * M * N);
+  for (void* p : {static_cast<void*>(weights), in, out}) ops.release(p);
+}
+
 TEST(CostModel, KernelTimeIsTheRooflinePlusLaunch) {
   const DeviceModel h100 = device_model("h100");
   KernelCost gemm;
@@ -60,6 +83,17 @@ TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {
   CostModelOptions bad;
   bad.precision = "int8";
   EXPECT_THROW(CostModelOps ops(bad), Error);
+  CostModelOptions tf32;
+  tf32.precision = "tf32";
+  tf32.activations_16bit = true;
+  try {
+    CostModelOps ops(tf32);
+    FAIL() << "16-bit activations need a 16-bit precision";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("16-bit activations need precision bf16 or fp16, not 'tf32'"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -476,7 +476,7 @@ void CudnnAttention::write_output(Act out, const void* lowp, const Shape& s, con
 }
 
 void CudnnAttention::check_io_type(DType type) const {
-  const DType io = io_ == kernels::LowPrecision::bf16 ? DType::bf16 : DType::f16;
+  const DType io = kernels::storage_type(io_);
   BERT_CHECK(type == DType::f32 || type == io, Code::internal, "fused attention: a ", dtype_name(type),
              " activation tensor with ", dtype_name(io), " I/O");
 }
