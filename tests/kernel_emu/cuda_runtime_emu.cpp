@@ -51,6 +51,21 @@ const char* g_gap_hi = nullptr;
 
 void forget_lookups() { g_hit_lo = g_hit_hi = g_gap_lo = g_gap_hi = nullptr; }
 
+// Pinned host buffers (cudaMallocHost): start -> bytes. A capture records copies to and from
+// these only: a graph reads host memory when it runs, and this runtime, stricter than CUDA's
+// rules for pageable memory, refuses capturing a copy whose host side could be gone by then.
+std::map<const char*, size_t>& pinned() {
+  static std::map<const char*, size_t> buffers;
+  return buffers;
+}
+bool is_pinned(const void* first, size_t bytes) {
+  const auto* lo = static_cast<const char*>(first);
+  auto it = pinned().upper_bound(lo);
+  if (it == pinned().begin()) return false;
+  --it;
+  return lo >= it->first && lo + bytes <= it->first + it->second;
+}
+
 // The capture in progress (one stream at a time), if any.
 struct Capture {
   bool active = false, invalidated = false;
@@ -237,9 +252,12 @@ cudaError_t cudaFree(void* ptr) {
 // Pinned host memory is ordinary host memory here.
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
   *ptr = std::malloc(bytes == 0 ? 1 : bytes);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (*ptr == nullptr) return cudaErrorMemoryAllocation;
+  cuda_emu::pinned()[static_cast<const char*>(*ptr)] = bytes;
+  return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* ptr) {
+  cuda_emu::pinned().erase(static_cast<const char*>(ptr));
   std::free(ptr);
   return cudaSuccess;
 }
@@ -254,6 +272,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
   if ((device_dst && !cuda_emu::inside_allocation(d, d + bytes - 1)) ||
       (device_src && !cuda_emu::inside_allocation(s, s + bytes - 1)))
     return cudaErrorInvalidValue;
+  const void* host = !device_dst ? dst : !device_src ? src : nullptr;
+  if (host != nullptr && cuda_emu::g_capture.active && stream == cuda_emu::g_capture.stream &&
+      !cuda_emu::is_pinned(host, bytes)) {
+    cuda_emu::g_capture.invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
   cuda_emu::enqueue(stream, [=] {
     std::memmove(dst, src, bytes);
     cuda_emu::Traffic& t = cuda_emu::traffic();
