@@ -16,7 +16,7 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int kMaxSequences = 65535;  // gridDim.y
 
 __device__ __forceinline__ bool keep_element(const DropoutSite& site, int64_t index) {
-  return philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(index)) >=
+  return philox_uniform_at(site.seed, step_of(site), site.tensor_id, static_cast<uint64_t>(index)) >=
          site.p;
 }
 

@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "core/act.h"
+#include "core/op_params.h"
 #include "kernels/launch_check.h"
 
 namespace bert::kernels {
@@ -34,6 +35,17 @@ __device__ __forceinline__ float load(const __half* p) { return __half2float(*p)
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+
+// The dropout step a kernel draws its mask with: the one in device memory when the site names
+// one (a replayed CUDA graph reads each replay's step there), else the site's own.
+__device__ __forceinline__ uint64_t step_of(const DropoutSite& site) {
+  return site.step_at != nullptr ? *site.step_at : site.step;
+}
+
+// A scale factor as the kernel runs: the float in device memory when the argument names one.
+__device__ __forceinline__ float value_of(const ScaleArg& scale) {
+  return scale.at != nullptr ? *scale.at : scale.value;
+}
 
 // Host side: calls launch(T{}) with T the C++ type stored for `type`, so a launcher picks the
 // kernel instantiation of its tensors' storage type.

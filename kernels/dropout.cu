@@ -18,7 +18,7 @@ __global__ void dropout_fwd_kernel(T* out, const T* in, const T* residual, int64
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
        g += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t group = static_cast<uint64_t>(first_group + g);
-    const Philox4 r = philox_block(site.seed, site.step, site.tensor_id, group);
+    const Philox4 r = philox_block(site.seed, step_of(site), site.tensor_id, group);
     for (int j = 0; j < 4; ++j) {
       const int64_t e = static_cast<int64_t>(group) * 4 + j - base;  // element of this call
       if (e < 0 || e >= n) continue;

@@ -120,8 +120,8 @@ __global__ void layernorm_param_finish_kernel(float* dgamma, float* dbeta, const
 __device__ void dropout_uniforms4(float (&u)[4], const DropoutSite& site, int64_t first) {
   const uint64_t group = static_cast<uint64_t>(first) >> 2;
   const int skip = static_cast<int>(first & 3);
-  const Philox4 a = philox_block(site.seed, site.step, site.tensor_id, group);
-  const Philox4 b = skip ? philox_block(site.seed, site.step, site.tensor_id, group + 1) : a;
+  const Philox4 a = philox_block(site.seed, step_of(site), site.tensor_id, group);
+  const Philox4 b = skip ? philox_block(site.seed, step_of(site), site.tensor_id, group + 1) : a;
   for (int q = 0; q < 4; ++q) u[q] = philox_uniform(skip + q < 4 ? a.v[skip + q] : b.v[skip + q - 4]);
 }
 

@@ -43,12 +43,13 @@ __device__ void count_bad_labels(int32_t* status, const int32_t* labels, int row
 
 template <typename T>
 __global__ void softmax_xent_kernel(T* dlogits, float* losses, int32_t* correct, const T* logits,
-                                    const int32_t* labels, int V, int ld, float grad_scale,
+                                    const int32_t* labels, int V, int ld, ScaleArg grad_scale_arg,
                                     int32_t* label_status, int rows) {
   __shared__ float s_max[32];
   __shared__ int s_idx[32];
   __shared__ float s_sum[32];
   if (blockIdx.x == 0) count_bad_labels(label_status, labels, rows, V);
+  const float grad_scale = value_of(grad_scale_arg);
   const int64_t row = blockIdx.x;
   const T* x = logits + row * ld;  // [ld]
   T* dx = dlogits + row * ld;      // [ld] (may alias x)
@@ -116,7 +117,7 @@ __global__ void softmax_xent_kernel(T* dlogits, float* losses, int32_t* correct,
 }  // namespace
 
 void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels, int64_t M,
-                  int V, int ld, float grad_scale, int32_t* label_status, cudaStream_t stream) {
+                  int V, int ld, ScaleArg grad_scale, int32_t* label_status, cudaStream_t stream) {
   if (M == 0) return;
   BERT_CHECK(M <= 0x7fffffff, Code::invalid_argument, "softmax_xent: ", M, " rows is too many");
   with_storage(common_storage("softmax_xent", {dlogits, logits}), [&](auto tag) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/act.h"
+#include "core/op_params.h"
 
 namespace bert::kernels {
 
@@ -16,6 +17,6 @@ namespace bert::kernels {
 // receive the first such row, its label and V. Those rows' outputs are undefined. logits and
 // dlogits (may alias) share one storage type; losses are fp32.
 void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels, int64_t M,
-                  int V, int ld, float grad_scale, int32_t* label_status, cudaStream_t stream);
+                  int V, int ld, ScaleArg grad_scale, int32_t* label_status, cudaStream_t stream);
 
 }  // namespace bert::kernels

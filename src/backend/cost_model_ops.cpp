@@ -200,6 +200,46 @@ void CostModelOps::weights_changed() {
   weights_stale_ = true;
 }
 
+void CostModelOps::refresh_weights() {
+  if (inner_) inner_->refresh_weights();
+  if (weights_ == nullptr || !weights_stale_ || !low_precision()) return;  // no mirror to refresh
+  const double n = static_cast<double>(weight_elems_);
+  add("refresh_weights", "cast (weights)", n, 4 * n, 2 * n);
+  weights_stale_ = false;
+}
+
+namespace {
+
+// The kernels a body queued, appended again on each replay.
+class CostModelRecording final : public RecordedWork {
+ public:
+  CostModelRecording(std::vector<KernelCost>& kernels, std::vector<KernelCost> recorded)
+      : kernels_(kernels), recorded_(std::move(recorded)) {}
+  bool replay() override {
+    kernels_.insert(kernels_.end(), recorded_.begin(), recorded_.end());
+    return true;
+  }
+
+ private:
+  std::vector<KernelCost>& kernels_;
+  std::vector<KernelCost> recorded_;
+};
+
+}  // namespace
+
+std::unique_ptr<RecordedWork> CostModelOps::record(const std::function<void()>& body) {
+  if (inner_) return nullptr;
+  const size_t first = kernels_.size();
+  body();
+  std::vector<KernelCost> recorded(kernels_.begin() + static_cast<std::ptrdiff_t>(first), kernels_.end());
+  kernels_.resize(first);
+  for (KernelCost& k : recorded) {
+    BERT_CHECK(!k.host_wait, Code::internal, "recorded work waits for the device in ", k.op);
+    k.graphed = true;
+  }
+  return std::make_unique<CostModelRecording>(kernels_, std::move(recorded));
+}
+
 // ---- GEMMs ----------------------------------------------------------------------------------
 
 void CostModelOps::lowp_operand(const char* op, ConstAct operand, int64_t span) {
@@ -700,7 +740,7 @@ void CostModelOps::attention_bwd_by_head(ConstAct dctx, ConstAct qkv, int seqs, 
 // ---- loss ---------------------------------------------------------------------------------------
 
 void CostModelOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                                     const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+                                     const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) {
   if (inner_) inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);
   if (M == 0) return;
   // Rows with a negative label read no logits (known when the host uploaded the labels).
@@ -782,22 +822,22 @@ void CostModelOps::scale_impl(float* x, float a, int64_t n) {
 
 // ---- prediction ----------------------------------------------------------------------------------
 
-double kernel_seconds(const KernelCost& k, const DeviceModel& d, bool graphed) {
+double kernel_seconds(const KernelCost& k, const DeviceModel& d) {
   const double peak = k.unit == MathUnit::tensor16 ? d.tensor16_flops
                       : k.unit == MathUnit::tf32   ? d.tf32_flops
                                                    : d.fp32_flops;
   double t = std::max(k.flops / peak, (k.read_bytes + k.write_bytes) / d.bandwidth);
   t += k.host_bytes / d.host_link;
-  if (!graphed) t += k.launches * d.launch_seconds;
+  if (!k.graphed) t += k.launches * d.launch_seconds;
   if (k.host_wait) t += d.host_wait_seconds;
   return t;
 }
 
-StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device, bool graphed) {
+StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device) {
   StepPrediction p;
   std::map<std::string, CostRow> ops, kinds;
   for (const KernelCost& k : kernels) {
-    const double t = kernel_seconds(k, device, graphed);
+    const double t = kernel_seconds(k, device);
     for (auto [rows, name] : {std::pair{&ops, &k.op}, std::pair{&kinds, &k.kind}}) {
       CostRow& row = (*rows)[*name];
       row.name = *name;

@@ -29,7 +29,7 @@ struct DeviceModel {
   double fp32_flops = 0;      // fp32 without tensor cores
   double bandwidth = 0;       // device memory, bytes/s
   double host_link = 0;       // host <-> device, bytes/s
-  double launch_seconds = 4e-6;     // per kernel launch or copy unless graphed
+  double launch_seconds = 4e-6;     // per kernel launch or copy outside a CUDA graph
   double host_wait_seconds = 10e-6;  // per host wait for the stream (never graphed)
 };
 
@@ -46,6 +46,7 @@ struct KernelCost {
   MathUnit unit = MathUnit::fp32;
   int launches = 1;        // launches (or copies) this entry stands for
   bool host_wait = false;  // the host waits for the stream after it
+  bool graphed = false;    // replayed in a CUDA graph (Ops::record): no launch cost
 };
 
 struct CostModelOptions {
@@ -84,8 +85,12 @@ class CostModelOps final : public Ops {
     return inner_ ? inner_->attention_saved_elems(max_seqs, max_len, heads)
                   : Ops::attention_saved_elems(max_seqs, max_len, heads);
   }
+  // Records body's kernels (with no inner backend; else null: the work runs directly) as
+  // graphed; each replay appends them again.
+  std::unique_ptr<RecordedWork> record(const std::function<void()>& body) override;
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
+  void refresh_weights() override;
 
 
  private:
@@ -120,7 +125,7 @@ class CostModelOps final : public Ops {
   void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
   void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override;
   void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
-                         int64_t M, int V, int ld, float grad_scale) override;
+                         int64_t M, int V, int ld, ScaleArg grad_scale) override;
   void segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
   void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
                            const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
@@ -200,8 +205,8 @@ struct StepPrediction {
   double gemm_flops = 0;                // FLOPs of the GEMM kernels (model FLOPs)
   int64_t launches = 0;
 };
-// graphed: the step replays as a CUDA graph (no launch cost per kernel; host waits remain).
-double kernel_seconds(const KernelCost& k, const DeviceModel& device, bool graphed);
-StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device, bool graphed);
+// A kernel of a CUDA graph (KernelCost::graphed) has no launch cost; host waits remain.
+double kernel_seconds(const KernelCost& k, const DeviceModel& device);
+StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device);
 
 }  // namespace bert

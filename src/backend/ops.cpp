@@ -178,7 +178,7 @@ void Ops::scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n
 }
 
 void Ops::softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
-                       int64_t M, int V, int ld, float grad_scale) {
+                       int64_t M, int V, int ld, ScaleArg grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M, " V=", V, " ld=", ld);
   check_types("softmax_xent", activation_type(), {{"dlogits", dlogits}, {"logits", logits}});
   softmax_xent_impl(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,17 @@ struct ParamSegment {
   float weight_decay = 0.0f;
 };
 
+// Backend work recorded once and run again (a CUDA graph): replay() queues it as recorded, reading
+// memory when it runs, so inputs uploaded before a replay are what it sees. A recording holds the
+// backend's internal buffers by address: replay() returns false, queueing nothing, once the
+// backend has freed any of its memory since (a scratch buffer grew), and the work must be recorded
+// again.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual bool replay() = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -71,12 +83,26 @@ class Ops {
     return max_seqs * heads * max_len * max_len;
   }
 
+  // Records the work `body` queues without running it (nothing is computed or written), for
+  // replay(); null from a backend that cannot record (the CPU's computes as it is called). The
+  // work must not wait for the backend (no download, no synchronize) and must not make its
+  // scratch buffers grow: run the same work once directly first. An exception from `body` ends
+  // the recording and propagates.
+  virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& body) {
+    (void)body;
+    return nullptr;
+  }
+
   // ---- weights ------------------------------------------------------------------------
   // The flat fp32 parameter buffer (master weights). A backend that feeds GEMMs in low
   // precision keeps one low-precision copy of it, refreshed lazily after weights_changed(),
   // which every writer of the parameters calls (optimizer step, loads, broadcast).
   virtual void set_weights(const float* params, int64_t n) { (void)params, (void)n; }
   virtual void weights_changed() {}
+  // Refreshes that low-precision copy now if weights changed, rather than in the first op that
+  // reads it: recorded work must not contain the refresh (it would repeat on every replay) nor
+  // miss one (it would replay on stale weights), so callers refresh before recording or replaying.
+  virtual void refresh_weights() {}
 
   // ---- embeddings ---------------------------------------------------------------------
   // out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
@@ -158,11 +184,11 @@ class Ops {
   // Softmax cross-entropy per row of logits[M, ld] over the first V columns (columns V..ld-1
   // are padding and are excluded). Row i with labels[i] < 0 is ignored (loss 0, gradient 0).
   // losses[M] = logsumexp - logit[label]; correct[M] = (argmax == label) (may be null);
-  // dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns. dlogits may alias
-  // logits.
+  // dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns (grad_scale may be
+  // read from backend memory as the work runs: ScaleArg). dlogits may alias logits.
   void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                     const int32_t* labels, int64_t M, int V, int ld,
-                    float grad_scale);
+                    ScaleArg grad_scale);
 
   // ---- optimizer ------------------------------------------------------------------------
   // host_out[s] = Σ x[i]^2 over segment s, in a fixed order (deterministic).
@@ -225,7 +251,7 @@ class Ops {
                                      int H) = 0;
   virtual void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
                                  const int32_t* labels, int64_t M, int V, int ld,
-                                 float grad_scale) = 0;
+                                 ScaleArg grad_scale) = 0;
   virtual void segment_sumsq_impl(double* host_out, const float* x,
                                   const std::vector<ParamSegment>& segs) = 0;
   virtual void adam_direction_impl(float* update, float* m, float* v, const float* grad,

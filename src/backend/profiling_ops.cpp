@@ -100,7 +100,7 @@ void ProfilingOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* r
   timed("scatter_add_rows", [&] { inner_->scatter_add_rows(dst, src, rows, n, H); });
 }
 void ProfilingOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                                     const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+                                     const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) {
   timed("softmax_xent", [&] { inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale); });
 }
 void ProfilingOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {

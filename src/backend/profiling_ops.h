@@ -76,7 +76,7 @@ class ProfilingOps final : public Ops {
   void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
   void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override;
   void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
-                         int64_t M, int V, int ld, float grad_scale) override;
+                         int64_t M, int V, int ld, ScaleArg grad_scale) override;
   void segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) override;
   void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
                            const std::vector<ParamSegment>& segs, const AdamStepArgs& args,

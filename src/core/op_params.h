@@ -17,6 +17,19 @@ struct DropoutSite {
   uint64_t step = 0;
   uint32_t tensor_id = 0;
   float p = 0.0f;
+  // Backend memory holding `step` when the work runs, or null. A recorded step (CUDA graph)
+  // replays with the step of each replay there; backends that compute as they are called may
+  // read `step`, which equals it at the call.
+  const uint64_t* step_at = nullptr;
+};
+
+// A scale factor an op applies: `value`, or, when `at` is set, the float in backend memory at `at`
+// when the work runs (recorded work replays with each replay's value there). Backends that compute
+// as they are called may read `value`, which equals *at at the call.
+struct ScaleArg {
+  float value = 1.0f;
+  const float* at = nullptr;
+  ScaleArg(float v = 1.0f, const float* a = nullptr) : value(v), at(a) {}  // NOLINT: a float converts
 };
 
 // Adam moment update shared by LAMB and AdamW (see optim/).

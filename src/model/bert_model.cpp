@@ -7,6 +7,7 @@
 // BertForTokenClassification, losses included.
 #include "model/bert_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -41,6 +42,11 @@ class Carver {
   size_t used_ = 0;
 };
 
+// Labels that count (unlabelled rows are < 0).
+int64_t labelled(const std::vector<int32_t>& labels) {
+  return std::count_if(labels.begin(), labels.end(), [](int32_t label) { return label >= 0; });
+}
+
 }  // namespace
 
 BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const ModelLimits& limits, Ops& ops)
@@ -53,7 +59,7 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
   const int64_t B = limits.max_batch;
   const int64_t Nm = task.pretraining() ? B * limits.max_predictions : 0;
   const int64_t NL = task.num_labels;
-  const int64_t R = std::max<int64_t>({Nm, 2 * B, task.per_token() ? T : 0, 1});
+  const int64_t R = std::max<int64_t>({B + Nm, 2 * B, task.per_token() ? T : 0, 1});
   const int64_t head_logits = task.pretraining() ? 0 : std::max(T * NL, 2 * T);
   const int64_t train = limits.inference ? 0 : 1;  // backward-only buffers are empty for inference
   const int64_t H = config.hidden_size, I = config.intermediate_size, A = config.num_attention_heads;
@@ -70,6 +76,7 @@ BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const Mod
     mlm_labels_ = c.take<int32_t>(NmB);
     nsp_labels_ = c.take<int32_t>(B);
     key_bias_ = c.take<float>(T);
+    replay_args_ = c.take<ReplayArgs>(1);
     emb_sum_ = c.act(T * H);
     emb_mean_ = c.take<float>(T);
     emb_rstd_ = c.take<float>(T);
@@ -248,6 +255,7 @@ DropoutSite BertModel::site(const DropoutStream& d, uint32_t tensor_id, float p)
   DropoutSite s;
   s.seed = d.seed;
   s.step = d.step;
+  s.step_at = replay_at_ != nullptr ? &replay_at_->dropout_step : nullptr;
   s.tensor_id = tensor_id;
   s.p = d.enabled ? p : 0.0f;
   return s;
@@ -261,6 +269,87 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
                             const std::atomic<bool>* abort, const OutputRequest* output) {
   BERT_CHECK(!(backward && limits_.inference), Code::internal, "backward pass on an inference model");
   BERT_CHECK(!backward || in.has_labels, Code::internal, "backward pass without labels");
+  const bool recorded = backward && backward->recorded;
+  ModelInputs fixed_rows;  // recorded work has B · max_predictions MLM rows, the extra ones unlabelled
+  if (recorded) {
+    fixed_rows = in;
+    const size_t rows = static_cast<size_t>(in.batch_size()) * limits_.max_predictions;
+    fixed_rows.mlm_rows.resize(rows, 0);
+    fixed_rows.mlm_labels.resize(rows, -1);
+  }
+  const ModelInputs& used = recorded ? fixed_rows : in;
+  upload_inputs(used);
+  ForwardStats stats;
+  if (recorded) {
+    compute_recorded(used, drop, *backward, abort);
+  } else {
+    stats = compute(used, drop, backward, abort, output);
+  }
+  if (task_.pretraining() && in.has_labels) {
+    stats = pretraining_losses(in.batch_size(), static_cast<int64_t>(used.mlm_rows.size()), labelled(in.mlm_labels));
+  }
+  return stats;
+}
+
+void BertModel::compute_recorded(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions& backward,
+                                 const std::atomic<bool>* abort) {
+  BERT_CHECK(task_.pretraining() && !backward.on_grads_ready && in.layout.uniform_length() > 0, Code::internal,
+             "recorded forward and backward need pretraining on padded batches without on_grads_ready");
+  check_abort(abort);
+  const int64_t masked = labelled(in.mlm_labels);
+  const ReplayArgs args{drop.step, masked > 0 ? backward.loss_scale / masked : 0.0f};
+  ops_.upload(replay_args_, &args, sizeof args);
+  ops_.refresh_weights();
+  replay_at_ = replay_args_;
+  struct ClearReplayAt {
+    const ReplayArgs*& at;
+    ~ClearReplayAt() { at = nullptr; }
+  } clear{replay_at_};
+  auto body = [&] { compute(in, drop, &backward, nullptr, nullptr); };
+  const RecordingKey key{in.batch_size(), in.tokens(), backward.loss_scale, drop.enabled, drop.seed};
+  // A new (fp16 dynamic) loss scale retires the recordings made with the old one.
+  std::erase_if(recordings_, [&](const auto& entry) { return entry.first.loss_scale != key.loss_scale; });
+  auto [it, first_time] = recordings_.try_emplace(key);
+  std::unique_ptr<RecordedWork>& recording = it->second;
+  if (recording != nullptr) {
+    if (recording->replay()) {
+      ++recording_counts_.replayed;
+      return;
+    }
+    recording.reset();  // the backend's buffers moved since it was recorded: run directly once more
+  } else if (!first_time) {  // ran directly before, so no scratch buffer grows while recording
+    recording = ops_.record(body);
+    if (recording != nullptr) {
+      ++recording_counts_.recorded;
+      BERT_CHECK(recording->replay(), Code::internal, "work recorded just now could not be replayed");
+      ++recording_counts_.replayed;
+      return;
+    }
+  }
+  body();
+}
+
+ForwardStats BertModel::pretraining_losses(int B, int64_t rows, int64_t masked) const {
+  std::vector<float> losses(B + rows);
+  std::vector<int32_t> hits(B + rows);
+  ops_.download(losses.data(), losses_, losses.size() * sizeof(float));
+  ops_.download(hits.data(), correct_, hits.size() * sizeof(int32_t));
+  ForwardStats stats;
+  for (int i = 0; i < B; ++i) {
+    stats.nsp_loss_sum += losses[i];
+    stats.nsp_correct += hits[i];
+  }
+  for (int64_t i = B; i < B + rows; ++i) {  // unlabelled rows have loss 0 and no hit
+    stats.mlm_loss_sum += losses[i];
+    stats.mlm_correct += hits[i];
+  }
+  stats.nsp_count = B;
+  stats.mlm_count = masked;
+  return stats;
+}
+
+ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
+                                const std::atomic<bool>* abort, const OutputRequest* output) {
   const BertConfig& c = config_;
   const ParamTable& P = table_;
   const int64_t T = in.tokens();
@@ -276,8 +365,6 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   auto grads_ready = [&](int64_t offset) {
     if (backward && backward->on_grads_ready) backward->on_grads_ready(offset);
   };
-
-  upload_inputs(in);
 
   // ---- embeddings --------------------------------------------------------------------
   ops_.embedding_fwd(emb_sum_, word_ids_, pos_ids_, type_ids_, W + P.word_emb, W + P.pos_emb,
@@ -313,22 +400,14 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
     grads_ready(task_.has_pooler() ? P.pooler_w : P.head_w);
   } else {
     // ---- NSP head: pooler(tanh) on [CLS] rows, then 2-way classifier --------------------
-    std::vector<float> host_losses(std::max<int64_t>(Nm, B));
-    std::vector<int32_t> host_correct(std::max<int64_t>(Nm, B));
     ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
     ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
     ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
     if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
     if (output && output->what == ModelOutput::logits) download_act(output->host, nsp_logits_, int64_t{B} * 2);
     if (!in.has_labels) return stats;
+    // Per-row losses stay on the device until run() reads them: NSP rows first, then MLM rows.
     ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, loss_scale / B);
-    ops_.download(host_losses.data(), losses_, B * sizeof(float));
-    ops_.download(host_correct.data(), correct_, B * sizeof(int32_t));
-    for (int i = 0; i < B; ++i) {
-      stats.nsp_loss_sum += host_losses[i];
-      stats.nsp_correct += host_correct[i];
-    }
-    stats.nsp_count = B;
     if (backward) {  // nsp_logits_ now holds d(mean NSP loss)/dlogits
       ops_.linear_bwd(g_pooled_, G + P.nsp_w, G + P.nsp_b, nsp_logits_, pooled_, W + P.nsp_w, nullptr,
                       nullptr, B, H, 2, Activation::none, false);
@@ -342,14 +421,10 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
       ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
       ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
       ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
-      ops_.softmax_xent(logits_, losses_, correct_, logits_, mlm_labels_, Nm, V, Vp, loss_scale / Nm);
-      ops_.download(host_losses.data(), losses_, Nm * sizeof(float));
-      ops_.download(host_correct.data(), correct_, Nm * sizeof(int32_t));
-      for (int64_t i = 0; i < Nm; ++i) {
-        stats.mlm_loss_sum += host_losses[i];
-        stats.mlm_correct += host_correct[i];
-      }
-      stats.mlm_count = Nm;
+      const int64_t masked = labelled(in.mlm_labels);  // Nm, or fewer in recorded work's fixed rows
+      const ScaleArg mlm_scale(masked > 0 ? loss_scale / masked : 0.0f,
+                               replay_at_ != nullptr ? &replay_at_->mlm_grad_scale : nullptr);
+      ops_.softmax_xent(logits_, losses_ + B, correct_ + B, logits_, mlm_labels_, Nm, V, Vp, mlm_scale);
     }
     if (!backward) return stats;
 

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "backend/ops.h"
@@ -72,9 +74,19 @@ struct OutputRequest {
 // at flat offset >= `offset` is final for this micro-batch: once after the heads, once per
 // encoder layer (last first), and with 0 after the embeddings — so a caller can start
 // reducing gradients while the backward pass goes on.
+// recorded: run the forward and backward as work the backend recorded for this micro-batch's shape
+// (CUDA graphs; pretraining, padded batches, no on_grads_ready): the first micro-batch of a shape
+// runs directly, the second records it, later ones replay it, with the inputs and the dropout step
+// uploaded before. Results equal the direct run's bit for bit.
 struct BackwardOptions {
   float loss_scale = 1.0f;
   std::function<void(int64_t offset)> on_grads_ready;
+  bool recorded = false;
+};
+
+// How often run() recorded its work and replayed a recording.
+struct RecordingCounts {
+  int64_t recorded = 0, replayed = 0;
 };
 
 struct DropoutStream {
@@ -101,6 +113,7 @@ class BertModel {
   float* param_data() { return params_; }
   float* grad_data() { return grads_; }
   size_t arena_bytes() const { return arena_bytes_; }
+  const RecordingCounts& recording_counts() const { return recording_counts_; }
 
   // normal(0, initializer_range) weights from Philox(seed), zero biases, LayerNorm (1, 0).
   void init_weights(uint64_t seed);
@@ -120,7 +133,25 @@ class BertModel {
     Act qkv, ctx, probs, res1, h1, pre, inter, res2, out;
     float *mean1, *rstd1, *mean2, *rstd2;
   };
+  // What a recording depends on besides buffer contents: the shapes and the kernels' arguments.
+  struct RecordingKey {
+    int64_t batch, tokens;
+    float loss_scale;
+    bool dropout;
+    uint64_t seed;
+    auto operator<=>(const RecordingKey&) const = default;
+  };
   void upload_inputs(const ModelInputs& in);
+  // The forward (and backward) after the inputs are uploaded. Pretraining leaves its per-row
+  // losses in losses_ (NSP rows, then MLM rows) for pretraining_losses().
+  ForwardStats compute(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
+                       const std::atomic<bool>* abort, const OutputRequest* output);
+  // compute() as recorded work: run directly, recorded or replayed (BackwardOptions::recorded).
+  void compute_recorded(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions& backward,
+                        const std::atomic<bool>* abort);
+  // The NSP and MLM loss sums, counts and hits of the last pretraining forward over B sequences
+  // and `rows` MLM rows of which `masked` are labelled.
+  ForwardStats pretraining_losses(int B, int64_t rows, int64_t masked) const;
   DropoutSite site(const DropoutStream& d, uint32_t tensor_id, float p) const;
   void check_abort(const std::atomic<bool>* abort) const;
   // The fine-tuning heads on the last hidden states h [T,H]; with backward, leave dL/dh in g0_.
@@ -145,6 +176,17 @@ class BertModel {
   size_t arena_bytes_ = 0;
   int32_t *word_ids_, *pos_ids_, *type_ids_, *cls_rows_, *mlm_rows_, *mlm_labels_, *nsp_labels_;
   float* key_bias_;
+  // What changes between replays of recorded work, uploaded before each: the dropout step and the
+  // MLM gradient's scale (loss scale / masked tokens; recorded batches have a fixed number of MLM
+  // rows, the unlabelled ones ignored).
+  struct ReplayArgs {
+    uint64_t dropout_step;
+    float mlm_grad_scale;
+  };
+  ReplayArgs* replay_args_;                  // device
+  const ReplayArgs* replay_at_ = nullptr;    // replay_args_ while running recorded work, else null
+  std::map<RecordingKey, std::unique_ptr<RecordedWork>> recordings_;  // null: seen once, not recorded
+  RecordingCounts recording_counts_;
   Act emb_sum_, emb_ln_, hidden0_;  // [T,H] embeddings
   float *emb_mean_, *emb_rstd_;     // [T]
   std::vector<LayerActs> acts_;  // with recomputation, every layer's inter or probs is one shared buffer
@@ -152,7 +194,7 @@ class BertModel {
   Act cls_h_, pool_pre_, pooled_, nsp_logits_;            // [B,H], [B,H], [B,H], [B,2]
   Act mlm_h_, mlm_pre_, mlm_act_, mlm_ln_, logits_;       // [Nm,*]
   float *mlm_mean_, *mlm_rstd_;                           // [Nm]
-  float *losses_;                                         // [R = max(Nm, 2B, T for per-token heads)]
+  float *losses_;                                         // [R = max(B + Nm, 2B, T for per-token heads)]
   int32_t* correct_;                                      // [R]
   Act head_logits_;                                       // [T, num_labels] / [B, num_labels] / [2, T] (QA)
   int32_t* head_labels_;                                  // [R]

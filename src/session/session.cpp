@@ -249,7 +249,9 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     }
   }
   log_message(log_info, "session: " + config_.model.to_json().dump() + " " + config_.task.name() +
-                            (config_.inference ? " (inference)" : "") + " on " + ops_->name() + ", activation arena " +
+                            (config_.inference ? " (inference)" : "") + " on " + ops_->name() +
+                            (config_.train.cuda_graphs && !config_.inference ? " with CUDA graphs" : "") +
+                            ", activation arena " +
                             std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + data);
 }
 
@@ -305,8 +307,14 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
     drop.step = micro_step_;
     BackwardOptions backward;
     backward.loss_scale = static_cast<float>(scaler_.scale());
-    if (last_of_step && sync_->overlaps()) backward.on_grads_ready = [this](int64_t offset) { sync_->grads_ready(offset); };
+    // Recorded micro-batches reduce their gradient after the backward pass, not during it.
+    backward.recorded = config_.train.cuda_graphs;
+    if (last_of_step && sync_->overlaps() && !backward.recorded) {
+      backward.on_grads_ready = [this](int64_t offset) { sync_->grads_ready(offset); };
+    }
+    const int64_t recorded_before = model_->recording_counts().recorded;
     ForwardStats f = model_->run(in, drop, &backward, &abort_);
+    if (model_->recording_counts().recorded != recorded_before) note_recording(in);
     ++micro_step_;
     ++accum_micro_;
     accum_mlm_ += f.mlm_loss();
@@ -325,6 +333,17 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
     s.seconds = seconds_since(t0);
     return s;
   });
+}
+
+// A new CUDA graph is worth a line: one per batch shape is expected, more mean something changes
+// the recorded work's arguments (the loss scale) or frees backend memory between micro-batches.
+void Session::note_recording(const ModelInputs& in) const {
+  const RecordingCounts& counts = model_->recording_counts();
+  std::ostringstream os;
+  os << "micro-batch " << micro_step_ + 1 << ": recorded the forward and backward of " << in.batch_size() << " x "
+     << in.layout.uniform_length() << " tokens as a CUDA graph (" << counts.recorded << " recorded, "
+     << counts.replayed << " replays so far)";
+  log_message(log_info, os.str());
 }
 
 void Session::allreduce() {

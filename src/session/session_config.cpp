@@ -47,6 +47,7 @@ void parse_train(JsonReader r, TrainConfig& t) {
          ", train.max_loss_scale = ", ls.max, "]");
   }
   t.fused_attention = r.get_bool("fused_attention", t.fused_attention);
+  t.cuda_graphs = r.get_bool("cuda_graphs", t.cuda_graphs);
   t.recompute_gelu = r.get_bool("recompute_gelu", t.recompute_gelu);
   t.recompute_attention = r.get_bool("recompute_attention", t.recompute_attention);
   t.log_every = static_cast<int>(r.get_int("log_every", t.log_every, 1, kIntMax));
@@ -115,6 +116,25 @@ void parse_log(JsonReader r, LogConfig& l) {
 
 // "cpu" and "cuda" give -1; "cuda:N" gives N, where N is decimal digits only (no sign, no
 // trailing characters) of at most kMaxDeviceDigits digits.
+// What a recorded (CUDA graph) micro-batch needs: every value that changes between replays read
+// from device memory, and the shapes fixed per recording.
+void check_cuda_graphs(const SessionConfig& c) {
+  const char* key = "config key 'train.cuda_graphs' = true";
+  if (c.device == "cpu") fail(Code::config, key, " needs device \"cuda\" (the CPU backend computes as it is called)");
+  if (!c.task.pretraining()) {
+    fail(Code::config, key, " records pretraining micro-batches; the \"", c.task.name(),
+         "\" head computes its loss on the host: set it to false");
+  }
+  if (c.data.unpad) {
+    fail(Code::config, key, " needs padded batches: an unpadded batch's sequence table changes with every batch "
+         "(set data.unpad to false)");
+  }
+  if (c.train.fused_attention) {
+    fail(Code::config, key, " does not run with train.fused_attention: cuDNN's dropout seed and sequence table "
+         "are uploaded from the host on every call");
+  }
+}
+
 int parse_device_index(const std::string& device) {
   constexpr size_t kMaxDeviceDigits = 4;
   if (device == "cpu" || device == "cuda") return -1;
@@ -172,6 +192,7 @@ SessionConfig parse_session_config(const std::string& text) {
       fail(Code::config, "config key 'train.fused_attention' = true needs device \"cuda\" (cuDNN)");
     }
   }
+  if (c.train.cuda_graphs) check_cuda_graphs(c);
   return c;
 }
 
@@ -206,6 +227,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"min_loss_scale", train.loss_scale.min},
         {"max_loss_scale", train.loss_scale.max},
         {"fused_attention", train.fused_attention},
+        {"cuda_graphs", train.cuda_graphs},
         {"recompute_gelu", train.recompute_gelu},
         {"recompute_attention", train.recompute_attention},
         {"log_every", train.log_every},

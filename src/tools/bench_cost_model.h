@@ -19,7 +19,7 @@ struct CostModelRequest {
   int batch = 0;            // sequences per step
   double peak_tflops = 0;   // overrides the device's peak for the GEMM precision (0: keep)
   double bandwidth_tbs = 0; // overrides the device's memory bandwidth (0: keep)
-  bool graphed = false;     // the step replays as a CUDA graph (no launch cost)
+  bool graphed = false;     // each micro-batch's forward and backward replays as a CUDA graph (as the session records it)
   // bf16/fp16: activations stored in 16 bits, as the session runs them (false: fp32 activations
   // cast before each GEMM, the backend before 16-bit activations and with fused attention).
   bool activations_16bit = true;

@@ -39,6 +39,7 @@ constexpr const char* kUsage =
     "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
     "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
     "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
+    "                  [--graphed 0|1] (cuda: each micro-batch replayed as a CUDA graph)\n"
     "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
     "                  [--link-gbs GB/s] [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
         {"recompute_gelu", recompute == "gelu" || recompute == "all"},
         {"recompute_attention", recompute == "attention" || recompute == "all"}}},
       {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", unpad}}}};
+  if (graphed && cost_model.empty()) config["train"]["cuda_graphs"] = true;
   if (!data_dir.empty()) {
     config["data"]["source"] = "hdf5";
     config["data"]["train_dir"] = data_dir;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU throughput table for the closing notes of the CUDA work: bert-bench on one GPU for
 # BERT-base and BERT-large at sequence lengths 128 and 512, in bf16 and fp16, with the reference
-# and the cuDNN fused attention, printing sequences/s, model TFLOP/s, MFU against PEAK_TFLOPS
+# and the cuDNN fused attention, the reference one also with CUDA graphs (each micro-batch
+# replayed), printing sequences/s, model TFLOP/s, MFU against PEAK_TFLOPS
 # (default 989: H100 SXM dense bf16) and peak GPU memory. A benchmark: it measures, it asserts nothing.
 #
 # usage: bash tests/bench/bench_gpu.sh [BUILD_DIR | BUNDLE_DIR] [PEAK_TFLOPS]
@@ -13,23 +14,23 @@ BENCH="$BUILD/src/tools/bert-bench"
 [ -x "$BENCH" ] || { echo "no bert-bench in $BUILD: build first (meson setup $BUILD && ninja -C $BUILD)" >&2; exit 2; }
 ERR="$(mktemp)"
 
-printf "%-11s %4s %5s %-9s %-9s %10s %9s %6s %10s\n" model seq batch precision attention "seq/s" "TFLOP/s" MFU "peak GiB"
+printf "%-11s %4s %5s %-9s %-16s %10s %9s %6s %10s\n" model seq batch precision attention "seq/s" "TFLOP/s" MFU "peak GiB"
 for model in bert-base bert-large; do
   for seq in 128 512; do
     batch=$([ "$seq" = 128 ] && echo 64 || echo 16)
     for precision in bf16 fp16; do
-      for fused in 0 1; do
+      for variant in reference reference+graphs fused; do
+        fused=$([ "$variant" = fused ] && echo 1 || echo 0)
+        graphed=$([ "$variant" = reference+graphs ] && echo 1 || echo 0)
         line=$("$BENCH" --device cuda --model "$model" --seq "$seq" --batch "$batch" --precision "$precision" \
-                 --fused-attention "$fused" --steps 10 --warmup 3 --peak-tflops "$PEAK" 2>"$ERR") || {
-          printf "%-11s %4s %5s %-9s %-9s failed: %s\n" "$model" "$seq" "$batch" "$precision" \
-            "$([ $fused = 1 ] && echo fused || echo reference)" "$(tail -n 1 "$ERR")"
+                 --fused-attention "$fused" --graphed "$graphed" --steps 10 --warmup 3 --peak-tflops "$PEAK" 2>"$ERR") || {
+          printf "%-11s %4s %5s %-9s %-16s failed: %s\n" "$model" "$seq" "$batch" "$precision" "$variant" "$(tail -n 1 "$ERR")"
           continue
         }
-        python3 - "$line" "$fused" <<'PY'
+        python3 - "$line" "$variant" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
-attention = "fused" if sys.argv[2] == "1" else "reference"
-print(f"{r['model']:<11} {r['seq']:>4} {r['batch']:>5} {r['precision']:<9} {attention:<9} {r['sequences_per_second']:>10.1f} "
+print(f"{r['model']:<11} {r['seq']:>4} {r['batch']:>5} {r['precision']:<9} {sys.argv[2]:<16} {r['sequences_per_second']:>10.1f} "
       f"{r['model_tflops']:>9.1f} {r['mfu']:>6.1%} {r['memory']['peak_backend_mib'] / 1024:>10.2f}")
 PY
       done

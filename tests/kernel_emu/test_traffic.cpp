@@ -134,7 +134,7 @@ class EmulatorTrafficOps final : public Ops {
     count("scatter_add_rows", [&] { inner_->scatter_add_rows(dst, src, rows, n, H); });
   }
   void softmax_xent_impl(Act dl, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
-                         int64_t M, int V, int ld, float grad_scale) override {
+                         int64_t M, int V, int ld, ScaleArg grad_scale) override {
     count("softmax_xent", [&] { inner_->softmax_xent(dl, losses, correct, logits, labels, M, V, ld, grad_scale); });
   }
   void segment_sumsq_impl(double* out, const float* x, const std::vector<ParamSegment>& segs) override {
@@ -285,7 +285,7 @@ void expect_cost_model_matches_emulator(bool unpad) {
   if (unpad) {
     ASSERT_EQ(in.layout.uniform_length(), 0) << "the batch should have sequences of several lengths";
   }
-  const StepPrediction step = predict_step(model->kernels(), device_model("h100"), false);
+  const StepPrediction step = predict_step(model->kernels(), device_model("h100"));
   const double analytic = analytic_gemm_flops(config.model, in);
   std::printf("GEMM FLOPs: model %.6e analytic %.6e\n", step.gemm_flops, analytic);
   EXPECT_NEAR(step.gemm_flops, analytic, 1e-12 * analytic);

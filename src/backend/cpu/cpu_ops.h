@@ -113,8 +113,8 @@ class CpuOps final : public Ops {
     scatter_add_rows_f32(dst.f32(), src.f32(), rows, n, H);
   }
   void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
-                         int64_t M, int V, int ld, float grad_scale) override {
-    softmax_xent_f32(dlogits.f32(), losses, correct, logits.f32(), labels, M, V, ld, grad_scale);
+                         int64_t M, int V, int ld, ScaleArg grad_scale) override {
+    softmax_xent_f32(dlogits.f32(), losses, correct, logits.f32(), labels, M, V, ld, grad_scale.value);
   }
 
   // The fp32 implementations (cpu_<family>.cpp).

@@ -39,6 +39,7 @@ void DeviceMemory::release(void* ptr) {
     bytes = it->second;
     live_.erase(it);
     live_bytes_ -= bytes;
+    ++releases_;
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   CUDA_CHECK(cudaFree(ptr));
@@ -47,6 +48,11 @@ void DeviceMemory::release(void* ptr) {
 size_t DeviceMemory::live_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return live_bytes_;
+}
+
+uint64_t DeviceMemory::releases() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return releases_;
 }
 
 size_t DeviceMemory::peak_bytes() const {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 
@@ -24,6 +25,9 @@ class DeviceMemory {
   void release(void* ptr);
   size_t live_bytes() const;
   size_t peak_bytes() const;
+  // How many buffers release() has freed so far: recorded work (CUDA graphs) that holds
+  // addresses is valid only while this count stays what it was when the work was recorded.
+  uint64_t releases() const;
 
  private:
   cudaStream_t stream_;
@@ -31,6 +35,7 @@ class DeviceMemory {
   std::unordered_map<void*, size_t> live_;
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
+  uint64_t releases_ = 0;
 };
 
 // A device buffer that only grows. get(bytes) waits for the stream before replacing a buffer

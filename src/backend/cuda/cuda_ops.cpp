@@ -240,7 +240,7 @@ void CudaOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamm
 // ---- loss -------------------------------------------------------------------------------
 
 void CudaOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                                const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
+                                const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M,
              " V=", V, " ld=", ld);
   if (M == 0) return;

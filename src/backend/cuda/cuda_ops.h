@@ -69,8 +69,12 @@ class CudaOps final : public Ops {
                              : Ops::attention_saved_elems(max_seqs, max_len, heads);
   }
 
+  // Stream capture into a CUDA graph (cuda_graph.cpp).
+  std::unique_ptr<RecordedWork> record(const std::function<void()>& body) override;
+
   void set_weights(const float* params, int64_t n) override;
   void weights_changed() override;
+  void refresh_weights() override;
 
 
  private:
@@ -130,7 +134,7 @@ class CudaOps final : public Ops {
                              int H) override;
 
   void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                         const int32_t* labels, int64_t M, int V, int ld, float grad_scale) override;
+                         const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) override;
 
   void segment_sumsq_impl(double* host_out, const float* x,
                           const std::vector<ParamSegment>& segs) override;

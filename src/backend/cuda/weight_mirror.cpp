@@ -30,16 +30,19 @@ void WeightMirror::assign(const float* params, int64_t n) {
   stale_ = true;
 }
 
+void WeightMirror::refresh() {
+  if (!stale_ || base_ == nullptr) return;
+  kernels::cast_to_lowp(mirror_, base_, n_, 1.0f, kind_, stream_);
+  stale_ = false;
+  ++refreshes_;
+}
+
 const void* WeightMirror::find(const float* p, int64_t span) {
   if (base_ == nullptr || p == nullptr) return nullptr;
   // std::less gives a total order on pointers into different allocations.
   const std::less<const float*> before;
   if (before(p, base_) || before(base_ + n_, p) || span > (base_ + n_) - p) return nullptr;
-  if (stale_) {
-    kernels::cast_to_lowp(mirror_, base_, n_, 1.0f, kind_, stream_);
-    stale_ = false;
-    ++refreshes_;
-  }
+  refresh();
   return static_cast<const char*>(mirror_) + (p - base_) * 2;
 }
 

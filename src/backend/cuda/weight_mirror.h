@@ -24,6 +24,8 @@ class WeightMirror {
   // Registers params[0, n) (device memory) and allocates its mirror; the mirror starts stale.
   void assign(const float* params, int64_t n);
   void invalidate() { stale_ = true; }
+  // Re-casts the mirror now if it is stale (one kernel on the stream).
+  void refresh();
   // The mirror of [p, p + span) when that lies inside the registered range (re-cast first when
   // stale), else null.
   const void* find(const float* p, int64_t span);
