@@ -127,11 +127,20 @@ void launch_unpad(S* packed, const void* padded, const int32_t* seq_start, int64
   }
 }
 
-// The packed rows must be fp32 or of the padded batch's own 16-bit type.
-void check_packed_type(const char* op, DType packed, LowPrecision kind) {
+// Calls launch(S{}, L{}) with S the C++ type of the packed rows (fp32 or the padded batch's own
+// 16-bit type: anything else is refused) and L that of the padded batch's 16-bit type.
+template <typename Launch>
+void with_row_types(const char* op, DType packed, LowPrecision kind, Launch&& launch) {
   const DType lowp = storage_type(kind);
   BERT_CHECK(packed == DType::f32 || packed == lowp, Code::internal, op, ": packed rows of type ",
              dtype_name(packed), " for a ", dtype_name(lowp), " padded batch");
+  with_storage(packed, [&](auto rows) {
+    if (kind == LowPrecision::bf16) {
+      launch(rows, __nv_bfloat16{});
+    } else {
+      launch(rows, __half{});
+    }
+  });
 }
 
 }  // namespace
@@ -140,14 +149,8 @@ void pad_rows_to_lowp(void* padded, ConstAct packed, const int32_t* seq_start, i
                       int64_t padded_len, int width, LowPrecision kind, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(num_seqs) * padded_len;
   if (rows <= 0 || width <= 0) return;
-  check_packed_type("pad_rows_to_lowp", packed.type, kind);
-  with_storage(packed.type, [&](auto source) {
-    using S = decltype(source);
-    if (kind == LowPrecision::bf16) {
-      launch_pad<__nv_bfloat16>(padded, typed<S>(packed), seq_start, rows, padded_len, width, stream);
-    } else {
-      launch_pad<__half>(padded, typed<S>(packed), seq_start, rows, padded_len, width, stream);
-    }
+  with_row_types("pad_rows_to_lowp", packed.type, kind, [&](auto source, auto lowp) {
+    launch_pad<decltype(lowp)>(padded, typed<decltype(source)>(packed), seq_start, rows, padded_len, width, stream);
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -156,14 +159,8 @@ void unpad_rows_from_lowp(Act packed, const void* padded, const int32_t* seq_sta
                           int64_t padded_len, int width, LowPrecision kind, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(num_seqs) * padded_len;
   if (rows <= 0 || width <= 0) return;
-  check_packed_type("unpad_rows_from_lowp", packed.type, kind);
-  with_storage(packed.type, [&](auto target) {
-    using S = decltype(target);
-    if (kind == LowPrecision::bf16) {
-      launch_unpad<__nv_bfloat16>(typed<S>(packed), padded, seq_start, rows, padded_len, width, stream);
-    } else {
-      launch_unpad<__half>(typed<S>(packed), padded, seq_start, rows, padded_len, width, stream);
-    }
+  with_row_types("unpad_rows_from_lowp", packed.type, kind, [&](auto target, auto lowp) {
+    launch_unpad<decltype(lowp)>(typed<decltype(target)>(packed), padded, seq_start, rows, padded_len, width, stream);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -18,10 +18,13 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
 #include "gpu_random.h"
+#include "../expect_error.h"
 #include "core/error.h"
 
 namespace bert {
 namespace {
+
+using testing::expect_error;
 
 struct Tolerance {
   double rtol, atol;
@@ -138,23 +141,11 @@ TEST_F(CudaVsCpu, MemoryIsZeroFilledRoundTripsAndCountsPeak) {
   gpu->release(p);
   gpu->release(q);
   int on_stack = 0;
-  try {
-    gpu->release(&on_stack);
-    FAIL() << "releasing a foreign pointer must throw";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("not allocated by this CUDA backend"), std::string::npos);
-  }
+  expect_error([&] { gpu->release(&on_stack); }, Code::invalid_argument, {"not allocated by this CUDA backend"});
 }
 
 TEST(CudaFactory, RejectsUnknownPrecisionAndDevice) {
-  try {
-    make_cuda_ops(0, CudaOptions{"fp8"});
-    FAIL() << "fp8 must be rejected";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("'fp8'"), std::string::npos);
-  }
+  expect_error([] { make_cuda_ops(0, CudaOptions{"fp8"}); }, Code::invalid_argument, {"'fp8'"});
   EXPECT_THROW(make_cuda_ops(4096, CudaOptions{"fp32"}), Error);
   EXPECT_TRUE(cuda_available());
   EXPECT_EQ(make_cuda_ops(0)->name(), "cuda:0:tf32");
@@ -169,14 +160,8 @@ TEST(CudaFactory, FusedAttentionNeedsCudnnFrontend) {
     EXPECT_EQ(make_cuda_ops(0, CudaOptions{"bf16", true})->name(), "cuda:0:bf16:fused-attention");
     return;
   }
-  try {
-    make_cuda_ops(0, CudaOptions{"bf16", true});
-    FAIL() << "fused attention must be refused by a build without cudnn-frontend";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::unsupported);
-    EXPECT_NE(std::string(e.what()).find("'train.fused_attention'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("-Dcudnn_frontend"), std::string::npos) << e.what();
-  }
+  expect_error([] { make_cuda_ops(0, CudaOptions{"bf16", true}); }, Code::unsupported,
+               {"'train.fused_attention'", "-Dcudnn_frontend"});
 }
 
 // ---- embeddings and rows -----------------------------------------------------------------
@@ -524,15 +509,8 @@ TEST_F(CudaVsCpu, SoftmaxCrossEntropyWithPaddingAndIgnoredRows) {
   Twin<float> logits(*cpu, *gpu, M * ld), losses(*cpu, *gpu, M);
   // The label check runs on the device: the next wait for the stream reports it, once.
   gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f);
-  try {
-    gpu->synchronize();
-    FAIL() << "a label >= V must be rejected";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("label 50 of row 5 is not below the vocabulary size 50"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_error([&] { gpu->synchronize(); }, Code::invalid_argument,
+               {"label 50 of row 5 is not below the vocabulary size 50"});
   gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, lab.g, M, V, ld, 1.0f);
   EXPECT_NO_THROW(gpu->synchronize()) << "the report was cleared";
 }
@@ -606,15 +584,8 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
 TEST_F(CudaVsCpu, NegativeSegmentIsRejectedLikeOnTheCpu) {
   Twin<float> x(*cpu, *gpu, randn(8, 31));
   double sum = 0.0;
-  try {
-    gpu->segment_sumsq(&sum, x.g, {{0, 4, 0.0f}, {4, -2, 0.0f}});
-    FAIL() << "negative size accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("segment_sumsq: segment 1 has offset 4 and size -2"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_error([&] { gpu->segment_sumsq(&sum, x.g, {{0, 4, 0.0f}, {4, -2, 0.0f}}); }, Code::invalid_argument,
+               {"segment_sumsq: segment 1 has offset 4 and size -2"});
 }
 
 }  // namespace

@@ -22,9 +22,12 @@
 #include "backend/ops.h"
 #include "core/half.h"
 #include "gpu_random.h"
+#include "../expect_error.h"
 
 namespace bert {
 namespace {
+
+using testing::expect_error;
 
 using testing::randn;
 
@@ -173,28 +176,14 @@ TEST_P(CudaOps16, AttentionPaddedPackedAndPerHead) {
 TEST_P(CudaOps16, RefusesFp32ActivationsAndBadOptions) {
   std::vector<float> host(64, 1.0f);
   auto* f = static_cast<float*>(gpu->alloc(256));
-  try {
-    gpu->activation_fwd(f, f, 64, Activation::tanh);
-    ADD_FAILURE() << "fp32 views accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::internal);
-    EXPECT_NE(std::string(e.what()).find("activation_fwd: out is fp32 but this backend stores activations in " +
-                                         std::string(bf16() ? "bf16" : "fp16")),
-              std::string::npos)
-        << e.what();
-  }
+  expect_error([&] { gpu->activation_fwd(f, f, 64, Activation::tanh); }, Code::internal,
+               {"activation_fwd: out is fp32 but this backend stores activations in " +
+                std::string(bf16() ? "bf16" : "fp16")});
   gpu->release(f);
   CudaOptions tf32;
   tf32.activations_16bit = true;
-  try {
-    make_cuda_ops(0, tf32);
-    ADD_FAILURE() << "16-bit activations accepted in tf32";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("16-bit activations need precision \"bf16\" or \"fp16\", not \"tf32\""),
-              std::string::npos)
-        << e.what();
-  }
+  expect_error([&] { make_cuda_ops(0, tf32); }, Code::invalid_argument,
+               {"16-bit activations need precision \"bf16\" or \"fp16\", not \"tf32\""});
   EXPECT_EQ(gpu->name(), std::string("cuda:0:") + GetParam() + ":16-bit-activations");
 }
 

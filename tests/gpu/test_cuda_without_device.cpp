@@ -9,9 +9,12 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/ops.h"
 #include "core/error.h"
+#include "../expect_error.h"
 
 namespace bert {
 namespace {
+
+using testing::expect_error;
 
 bool device_present() {
   int count = 0;
@@ -21,14 +24,7 @@ bool device_present() {
 TEST(CudaWithoutDevice, FactoryReportsABackendError) {
   if (device_present()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(cuda_available());
-  try {
-    make_cuda_ops(0, CudaOptions{"bf16", true});
-    FAIL() << "make_cuda_ops must throw without a device";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::backend);
-    EXPECT_NE(std::string(e.what()).find("no CUDA device available"), std::string::npos)
-        << e.what();
-  }
+  expect_error([] { make_cuda_ops(0, CudaOptions{"bf16", true}); }, Code::backend, {"no CUDA device available"});
 }
 
 TEST(CudaPrecision, NamesAreParsedAndUnknownOnesRejected) {

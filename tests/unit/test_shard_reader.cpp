@@ -6,10 +6,13 @@
 
 #include "core/error.h"
 #include "data/shard_reader.h"
+#include "../expect_error.h"
 #include "shard_fixtures.h"
 
 namespace bert {
 namespace {
+
+using testing::expect_error;
 
 using testing::TempDir;
 using testing::TestShard;
@@ -31,18 +34,6 @@ void expect_same_samples(const ShardSamples& got, const std::vector<testing::Tes
       EXPECT_EQ(got.masked_lm_ids[p0 + p], want[i].mids[p]);
     }
     EXPECT_EQ(got.next_sentence_labels[i], want[i].nsl);
-  }
-}
-
-// Expects `fn` to throw Error(code) whose message contains every one of `parts`.
-template <typename Fn>
-void expect_error(Fn fn, Code code, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
