@@ -67,9 +67,9 @@ void add_task_labels(const BatchView& in, const TaskConfig& task, ModelInputs& o
 }  // namespace
 
 ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, const TaskConfig& task, int max_batch,
-                               int max_seq_length, int max_predictions, bool unpad, bool need_labels) {
+                               int max_seq_length, int max_predictions, Padding padding, bool need_labels) {
   const int B = in.batch_size, S = in.seq_length, P = task.pretraining() ? in.max_predictions : 0;
-  if (task.per_token()) unpad = false;
+  if (task.per_token()) padding = Padding{};
   BERT_CHECK(B > 0, Code::invalid_argument, "batch_size must be positive, got ", B);
   BERT_CHECK(B <= max_batch, Code::invalid_argument, "batch_size ", B,
              " is larger than the configured micro-batch (train.micro_batch = ", max_batch, ")");
@@ -87,41 +87,59 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, co
   BERT_CHECK(P == 0 || (in.masked_lm_positions && in.masked_lm_ids), Code::invalid_argument,
              "batch fields 'masked_lm_positions' and 'masked_lm_ids' must not be NULL when max_predictions > 0");
 
+  struct Sample {
+    int real = 0;       // tokens with input_mask 1
+    bool prefix = true; // they are the first `real` positions
+    int used = 0;       // positions up to the last real or masked token
+    std::vector<std::pair<int32_t, int32_t>> masked;  // (position, label)
+  };
+  std::vector<Sample> samples(B);
   ModelInputs out;
-  out.seq_length = S;
-  out.layout.seq_start.push_back(0);
   for (int b = 0; b < B; ++b) {
     const int32_t* ids = in.input_ids + static_cast<int64_t>(b) * S;
     const int32_t* seg = in.segment_ids + static_cast<int64_t>(b) * S;
     const int32_t* mask = in.input_mask + static_cast<int64_t>(b) * S;
-    int real = 0;
-    bool prefix = true;
+    Sample& sample = samples[b];
     for (int s = 0; s < S; ++s) {
       check_range("input_ids", b, s, ids[s], 0, config.vocab_size);
       check_range("segment_ids", b, s, seg[s], 0, config.type_vocab_size);
       check_range("input_mask", b, s, mask[s], 0, 2);
       if (mask[s]) {
-        prefix = prefix && real == s;
-        ++real;
+        sample.prefix = sample.prefix && sample.real == s;
+        ++sample.real;
+        sample.used = s + 1;
       }
     }
-    BERT_CHECK(real > 0, Code::invalid_argument, "batch sample ", b, " has no real token (input_mask all 0)");
+    BERT_CHECK(sample.real > 0, Code::invalid_argument, "batch sample ", b, " has no real token (input_mask all 0)");
     if (nsp_labels) check_range("next_sentence_labels", b, 0, in.next_sentence_labels[b], 0, 2);
-    out.real_tokens += real;
-
-    std::vector<std::pair<int32_t, int32_t>> masked;  // (position, label)
-    int max_masked_pos = 0;
+    out.real_tokens += sample.real;
     for (int j = 0; j < P; ++j) {
       const int32_t pos = in.masked_lm_positions[static_cast<int64_t>(b) * P + j];
       if (pos == 0) break;  // zero padding ends the real masks (position 0 is [CLS])
       check_range("masked_lm_positions", b, j, pos, 1, S);
       const int32_t label = in.masked_lm_ids[static_cast<int64_t>(b) * P + j];
       check_range("masked_lm_ids", b, j, label, 0, config.vocab_size);
-      masked.emplace_back(pos, label);
-      max_masked_pos = std::max(max_masked_pos, static_cast<int>(pos));
+      sample.masked.emplace_back(pos, label);
+      sample.used = std::max(sample.used, static_cast<int>(pos) + 1);
     }
+  }
 
-    const int len = (unpad && prefix && max_masked_pos < real) ? real : S;
+  // Rows per sequence when not packed: S, or the longest used length rounded up to the multiple.
+  int padded_len = S;
+  if (padding.multiple > 0) {
+    int longest = 0;
+    for (const Sample& sample : samples) longest = std::max(longest, sample.used);
+    padded_len = std::min(S, (longest + padding.multiple - 1) / padding.multiple * padding.multiple);
+  }
+  out.seq_length = S;
+  out.layout.seq_start.push_back(0);
+  for (int b = 0; b < B; ++b) {
+    const int32_t* ids = in.input_ids + static_cast<int64_t>(b) * S;
+    const int32_t* seg = in.segment_ids + static_cast<int64_t>(b) * S;
+    const int32_t* mask = in.input_mask + static_cast<int64_t>(b) * S;
+    const Sample& sample = samples[b];
+    const bool packed = padding.unpad && sample.prefix && sample.used == sample.real;
+    const int len = packed ? sample.real : padded_len;
     const int32_t row0 = out.layout.seq_start.back();
     for (int s = 0; s < len; ++s) {
       out.word_ids.push_back(ids[s]);
@@ -132,7 +150,7 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, co
     out.layout.seq_start.push_back(row0 + len);
     out.cls_rows.push_back(row0);
     out.nsp_labels.push_back(nsp_labels ? in.next_sentence_labels[b] : 0);
-    for (const auto& [pos, label] : masked) {
+    for (const auto& [pos, label] : sample.masked) {
       out.mlm_rows.push_back(row0 + pos);
       out.mlm_labels.push_back(label);
     }

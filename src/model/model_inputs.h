@@ -47,13 +47,21 @@ struct ModelInputs {
   int64_t tokens() const { return layout.total_tokens(); }
 };
 
+// How a batch's sequences become token rows.
+struct Padding {
+  // Pack sequences whose mask is a prefix of ones back to back without their padding.
+  bool unpad = false;
+  // Not packed: every sequence keeps the same number of rows, the batch's longest sequence (its
+  // last real or masked token) rounded up to a multiple of this, at most seq_length; 0: seq_length.
+  int multiple = 0;
+};
+
 // Validates `batch` against the model and the limits (throws Error(invalid_argument) naming the
-// field, sample and value at fault) and builds the inputs. With `unpad`, sequences whose mask is
-// a prefix of ones are packed back to back without their padding; otherwise (and always for the
-// per-token heads) every sequence keeps seq_length rows. Without `need_labels` (inference) the
-// label fields may be NULL.
+// field, sample and value at fault) and builds the inputs, its rows laid out by `padding` (the
+// per-token heads always keep seq_length rows per sequence). Without `need_labels` (inference)
+// the label fields may be NULL.
 ModelInputs build_model_inputs(const BatchView& batch, const BertConfig& config, const TaskConfig& task,
-                               int max_batch, int max_seq_length, int max_predictions, bool unpad,
+                               int max_batch, int max_seq_length, int max_predictions, Padding padding,
                                bool need_labels);
 
 }  // namespace bert

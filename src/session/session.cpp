@@ -248,18 +248,32 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
       data = train_data_->describe();
     }
   }
+  std::string graphs;
+  if (config_.train.cuda_graphs && !config_.inference) {
+    graphs = " with CUDA graphs";
+    if (config_.data.unpad) graphs += " (batches padded to a multiple of " + std::to_string(padding().multiple) + " tokens)";
+  }
   log_message(log_info, "session: " + config_.model.to_json().dump() + " " + config_.task.name() +
                             (config_.inference ? " (inference)" : "") + " on " + ops_->name() +
-                            (config_.train.cuda_graphs && !config_.inference ? " with CUDA graphs" : "") +
+                            graphs +
                             ", activation arena " +
                             std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + data);
 }
 
 Session::~Session() = default;
 
+// A recorded (CUDA graph) micro-batch is not packed, its sequence table would change with every
+// batch: it is padded to its length bin instead, a multiple of data.pad_to_multiple or of 64
+// tokens (cuDNN's flash tile), so there is one recording per bin.
+Padding Session::padding() const {
+  Padding p{config_.data.unpad, config_.data.pad_to_multiple};
+  if (config_.train.cuda_graphs && p.unpad) p = Padding{false, p.multiple > 0 ? p.multiple : 64};
+  return p;
+}
+
 ModelInputs Session::inputs(const BatchView& batch, bool need_labels) const {
   return build_model_inputs(batch, config_.model, config_.task, config_.train.micro_batch, config_.data.max_seq_length,
-                            config_.data.max_predictions_per_seq, config_.data.unpad, need_labels);
+                            config_.data.max_predictions_per_seq, padding(), need_labels);
 }
 
 void Session::require_training(const char* call) const {

@@ -105,6 +105,8 @@ class Session {
   // Refuses to write into a checkpoint.dir owned by another run (Error(checkpoint)).
   void check_directory_owner() const;
   const ParamEntry& entry(const std::string& name, size_t count) const;
+  // How batches become token rows: data.unpad and data.pad_to_multiple, or per length bin when recorded.
+  Padding padding() const;
   ModelInputs inputs(const BatchView& batch, bool need_labels = true) const;
   // Throws Error(unsupported) naming `call` in an inference session.
   void require_training(const char* call) const;

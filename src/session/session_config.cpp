@@ -75,6 +75,7 @@ void parse_data(JsonReader r, DataConfig& d) {
   d.eval_samples = r.get_int("eval_samples", d.eval_samples, 0, std::numeric_limits<int64_t>::max());
   d.skip_bad_shards = r.get_bool("skip_bad_shards", d.skip_bad_shards);
   d.unpad = r.get_bool("unpad", d.unpad);
+  d.pad_to_multiple = static_cast<int>(r.get_int("pad_to_multiple", d.pad_to_multiple, 0, 1 << 16));
   d.bucket_bins = static_cast<int>(r.get_int("bucket_bins", d.bucket_bins, 0, 1 << 16));
   d.balance_ranks = r.get_bool("balance_ranks", d.balance_ranks);
   d.length_bins = r.get_bool("length_bins", d.length_bins);
@@ -124,10 +125,6 @@ void check_cuda_graphs(const SessionConfig& c) {
   if (!c.task.pretraining()) {
     fail(Code::config, key, " records pretraining micro-batches; the \"", c.task.name(),
          "\" head computes its loss on the host: set it to false");
-  }
-  if (c.data.unpad) {
-    fail(Code::config, key, " needs padded batches: an unpadded batch's sequence table changes with every batch "
-         "(set data.unpad to false)");
   }
   if (c.train.fused_attention) {
     fail(Code::config, key, " does not run with train.fused_attention: cuDNN's dropout seed and sequence table "
@@ -248,6 +245,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"eval_samples", data.eval_samples},
         {"skip_bad_shards", data.skip_bad_shards},
         {"unpad", data.unpad},
+        {"pad_to_multiple", data.pad_to_multiple},
         {"bucket_bins", data.bucket_bins},
         {"balance_ranks", data.balance_ranks},
         {"length_bins", data.length_bins}}},

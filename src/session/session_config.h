@@ -53,6 +53,10 @@ struct DataConfig {
   int64_t eval_samples = 0; // eval_dir: evaluate the first N sequences (0: all of them)
   bool skip_bad_shards = false;
   bool unpad = true;  // drop padding tokens from the computation
+  // Padded batches keep their longest sequence rounded up to a multiple of this many tokens
+  // (0: the batch's seq_length). With train.cuda_graphs an unpadded batch is padded so too
+  // (64 tokens when 0): one recording per length bin.
+  int pad_to_multiple = 0;
   int bucket_bins = 0;
   bool length_bins = false;  // train_dir holds bin_0.. (bert-prep bins); all ranks draw the same bin per batch
   bool balance_ranks = false;  // exchange samples so ranks get similar token counts (own data only)

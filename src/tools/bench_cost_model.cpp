@@ -52,8 +52,6 @@ int run_cost_model(const CostModelRequest& q) {
     // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
     // device this session is configured with, so they are switched on after it).
     bert::SessionConfig session_config = bert::parse_session_config(config.dump());
-    BERT_CHECK(!q.graphed || !session_config.data.unpad, bert::Code::invalid_argument,
-               "--graphed 1 models CUDA graphs, which record padded batches: add --unpad 0");
     session_config.train.cuda_graphs = q.graphed;
     bert::CostModelOps* model = nullptr;
     bert::Session session(session_config, bert::make_local_communicator(),

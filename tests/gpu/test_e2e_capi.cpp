@@ -9,10 +9,12 @@
 // skip steps, halving the scale each time, then train. The fine-tuning heads give the CPU's
 // loss, logits and head gradient on the GPU in fp32, and train in bf16 and fp16 as the CPU does
 // in fp32. With fused attention the activation arena holds softmax statistics, not probabilities.
-// With CUDA graphs (train.cuda_graphs) a run equals the same run without them bit for bit.
+// With CUDA graphs (train.cuda_graphs; unpadded batches recorded per length bin) a run equals the
+// same run without them, padded to the same bins, bit for bit.
 #include <bert.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -327,16 +329,23 @@ TEST(EndToEnd, FineTuningHeadsTrainInFp16LikeTheCpu) {
 
 namespace {
 
-int g_recordings = 0;
-void count_recordings(bert_log_level, const char* message, void*) {
-  if (std::strstr(message, "as a CUDA graph") != nullptr) ++g_recordings;
+std::vector<int> g_recorded_lengths;  // tokens per sequence of each recording the session logs
+void note_recordings(bert_log_level, const char* message, void*) {
+  int batch = 0, length = 0;
+  if (const char* at = std::strstr(message, "recorded the forward and backward of ")) {
+    if (std::sscanf(at, "recorded the forward and backward of %d x %d tokens", &batch, &length) == 2) {
+      g_recorded_lengths.push_back(length);
+    }
+  }
 }
 
 struct Trained {
   std::vector<float> losses, params;
 };
 
-// bert-tiny in bf16 with dropout, two padded micro-batches of 8 per step.
+// bert-tiny in bf16 with dropout, two micro-batches of 8 per step, each sequence padded to the
+// batch's longest rounded up to a multiple of 4 tokens: with CUDA graphs from unpadded batches
+// (data.unpad: their length bins), without from padded ones (data.pad_to_multiple).
 Trained train_tiny(bool cuda_graphs, int steps) {
   const std::string cfg = R"({"device": "cuda",
       "model": {"vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2,
@@ -344,7 +353,8 @@ Trained train_tiny(bool cuda_graphs, int steps) {
       "train": {"micro_batch": 8, "global_batch": 16, "steps": 20, "lr": 0.01, "seed": 99, "threads": 2,
                 "dropout": true, "precision": "bf16", "cuda_graphs": )" +
                           std::string(cuda_graphs ? "true" : "false") + R"(},
-      "data": {"max_seq_length": 64, "max_predictions_per_seq": 10, "unpad": false}})";
+      "data": {"max_seq_length": 64, "max_predictions_per_seq": 10, "pad_to_multiple": 4, "unpad": )" +
+                          std::string(cuda_graphs ? "true" : "false") + R"(}})";
   Trained t;
   bert_session* s = create(cfg);
   if (s == nullptr) return t;
@@ -371,23 +381,29 @@ Trained train_tiny(bool cuda_graphs, int steps) {
 
 }  // namespace
 
-// Each micro-batch's forward and backward recorded once as a CUDA graph and replayed, the dropout
-// step and the MLM gradient's scale read from device memory, the MLM rows fixed at
-// B · max_predictions (the unlabelled ones ignored): 3 steps of 2 micro-batches give the losses
-// and every parameter of the run without graphs bit for bit. The one batch shape is recorded
-// twice: micro-batch 1 runs directly, 2 records; the first optimizer step grows the backend's
-// scratch buffers (freeing the old ones, which invalidates the recording), so 3 runs directly,
-// 4 records again, 5 and 6 replay. (On a GPU the fixed MLM row count is another GEMM shape for
-// the MLM head than the direct run's; should cuBLASLt's heuristic pick another algorithm for it,
-// the parameters would differ in the last bits and this test says how many.)
+// Each micro-batch's forward and backward recorded once per length bin as a CUDA graph and
+// replayed, the dropout step and the MLM gradient's scale read from device memory, the MLM rows
+// fixed at B · max_predictions (the unlabelled ones ignored): 3 steps of 2 micro-batches give the
+// losses and every parameter of the run without graphs bit for bit. The synthetic batches' longest
+// sequences (32 to 64 tokens each) fall into more than one bin of 4 tokens, each recorded at its
+// second appearance (the first runs directly and grows scratch buffers); a recording is made again
+// after the backend freed memory (the first optimizer step grows its scratch buffers), so there
+// are at most two per bin. (On a GPU the fixed MLM row count is another GEMM shape for the MLM
+// head than the direct run's; should cuBLASLt's heuristic pick another algorithm for it, the
+// parameters would differ in the last bits and this test says how many.)
 TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) {
-  bert_set_log_callback(count_recordings, nullptr);
-  g_recordings = 0;
+  bert_set_log_callback(note_recordings, nullptr);
+  g_recorded_lengths.clear();
   const Trained direct = train_tiny(false, 3);
-  EXPECT_EQ(g_recordings, 0);
+  EXPECT_TRUE(g_recorded_lengths.empty());
   const Trained graphed = train_tiny(true, 3);
   bert_set_log_callback(nullptr, nullptr);
-  EXPECT_EQ(g_recordings, 2);
+  std::vector<int> bins = g_recorded_lengths;
+  std::sort(bins.begin(), bins.end());
+  bins.erase(std::unique(bins.begin(), bins.end()), bins.end());
+  EXPECT_GE(bins.size(), 2u) << "recordings of one length bin only";
+  EXPECT_LE(g_recorded_lengths.size(), 2 * bins.size());
+  for (int length : bins) EXPECT_TRUE(length % 4 == 0 && length >= 32 && length <= 64) << length;
   ASSERT_EQ(direct.losses.size(), 9u);
   ASSERT_EQ(graphed.losses.size(), direct.losses.size());
   ASSERT_GT(direct.params.size(), 0u);
@@ -401,6 +417,7 @@ TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) {
     differing += std::memcmp(&graphed.params[i], &direct.params[i], sizeof(float)) != 0;
   EXPECT_EQ(differing, 0u) << "of " << direct.params.size() << " parameters";
   EXPECT_NE(direct.losses[6], direct.losses[0]) << "the weights must change between steps";
-  std::printf("[ info ] cuda graphs: loss %.6f -> %.6f with and without, %zu parameters equal\n", direct.losses[0],
-              direct.losses[6], direct.params.size() - differing);
+  std::printf("[ info ] cuda graphs: loss %.6f -> %.6f with and without, %zu parameters equal; %zu recordings of "
+              "%zu length bins\n", direct.losses[0], direct.losses[6], direct.params.size() - differing,
+              g_recorded_lengths.size(), bins.size());
 }

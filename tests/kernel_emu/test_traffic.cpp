@@ -281,7 +281,7 @@ void expect_cost_model_matches_emulator(bool unpad) {
   EXPECT_NEAR(total_model, total_emulator, kByteTolerance * total_emulator);
 
   // Tokens, sequence lengths and masked rows as the model reads the batch.
-  const ModelInputs in = build_model_inputs(v, config.model, config.task, B, S, P, config.data.unpad, true);
+  const ModelInputs in = build_model_inputs(v, config.model, config.task, B, S, P, bert::Padding{config.data.unpad}, true);
   if (unpad) {
     ASSERT_EQ(in.layout.uniform_length(), 0) << "the batch should have sequences of several lengths";
   }

@@ -1,0 +1,81 @@
+// build_model_inputs' token layouts: packed (unpad), padded to seq_length, and padded to the
+// batch's longest used length rounded up to a multiple (data.pad_to_multiple, and the length bins
+// of recorded CUDA-graph micro-batches).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "model/model_inputs.h"
+
+namespace bert {
+namespace {
+
+// Three sequences of S = 32 positions: real lengths 5, 17 and 9; sample 2's mask has a hole (its
+// last real token at position 20), sample 0 has a masked position (7) beyond its real tokens.
+struct Batch {
+  static constexpr int B = 3, S = 32, P = 2;
+  std::vector<int32_t> ids, seg, mask, pos{3, 7, 1, 16, 2, 0}, labels{11, 12, 13, 14, 15, 0}, nsp{0, 1, 0};
+  Batch() : ids(B * S, 0), seg(B * S, 0), mask(B * S, 0) {
+    const int real[B] = {5, 17, 8};
+    for (int b = 0; b < B; ++b) {
+      for (int s = 0; s < real[b]; ++s) {
+        ids[b * S + s] = 5 + s;
+        mask[b * S + s] = 1;
+      }
+    }
+    ids[2 * S + 20] = 42;
+    mask[2 * S + 20] = 1;
+  }
+  BatchView view() const {
+    BatchView v;
+    v.batch_size = B;
+    v.seq_length = S;
+    v.max_predictions = P;
+    v.input_ids = ids.data();
+    v.segment_ids = seg.data();
+    v.input_mask = mask.data();
+    v.masked_lm_positions = pos.data();
+    v.masked_lm_ids = labels.data();
+    v.next_sentence_labels = nsp.data();
+    return v;
+  }
+};
+
+ModelInputs build(Padding padding) {
+  BertConfig config;
+  config.vocab_size = 100;
+  return build_model_inputs(Batch().view(), config, TaskConfig{}, Batch::B, Batch::S, Batch::P, padding, true);
+}
+
+TEST(ModelInputs, PaddedToAMultipleKeepsTheLongestUsedLengthRoundedUp) {
+  // Used lengths: 8 (masked position 7), 17, 21 (the hole's token at 20): 21 rounds up to 24.
+  const ModelInputs in = build(Padding{false, 8});
+  EXPECT_EQ(in.layout.seq_start, (std::vector<int32_t>{0, 24, 48, 72}));
+  EXPECT_EQ(in.layout.uniform_length(), 24);
+  EXPECT_EQ(in.real_tokens, 5 + 17 + 9);
+  EXPECT_EQ(in.cls_rows, (std::vector<int32_t>{0, 24, 48}));
+  EXPECT_EQ(in.mlm_rows, (std::vector<int32_t>{3, 7, 24 + 1, 24 + 16, 48 + 2}));
+  EXPECT_EQ(in.mlm_labels, (std::vector<int32_t>{11, 12, 13, 14, 15}));
+  ASSERT_EQ(in.word_ids.size(), 72u);
+  EXPECT_EQ(in.word_ids[48 + 20], 42);
+  EXPECT_EQ(in.pos_ids[48 + 23], 23);
+  EXPECT_EQ(in.key_bias[48 + 20], 0.0f);
+  EXPECT_EQ(in.key_bias[48 + 19], -10000.0f);
+  EXPECT_EQ(in.key_bias[5], -10000.0f);
+  EXPECT_EQ(in.seq_length, 32);
+}
+
+TEST(ModelInputs, AMultipleBeyondTheSequenceKeepsSeqLength) {
+  EXPECT_EQ(build(Padding{false, 0}).layout.uniform_length(), 32);
+  EXPECT_EQ(build(Padding{false, 48}).layout.uniform_length(), 32);
+  EXPECT_EQ(build(Padding{false, 1}).layout.uniform_length(), 21);
+}
+
+TEST(ModelInputs, UnpaddedPacksOnlyPrefixSequencesWithoutMaskedPadding) {
+  // Sample 0 has a masked position past its real tokens and sample 2 a hole: only sample 1 packs.
+  EXPECT_EQ(build(Padding{true, 0}).layout.seq_start, (std::vector<int32_t>{0, 32, 49, 81}));
+  EXPECT_EQ(build(Padding{true, 8}).layout.seq_start, (std::vector<int32_t>{0, 24, 41, 65}));
+}
+
+}  // namespace
+}  // namespace bert
