@@ -61,6 +61,12 @@ DeviceModel device_model(const std::string& name) {
     d.fp32_flops = 67e12;
     d.bandwidth = 3.35e12;
     d.host_link = 55e9;
+    // cuDNN 9's fused attention at sequence length 512 (the shortest measured), head dim 64, bf16,
+    // no causal mask: 335 TFLOP/s forward, 266 backward (FlashAttention-3 paper, arXiv 2407.08608,
+    // figures 5 and 6, on an H100 SXM5; FLOPs counted as here: 4 S^2 d per head forward, 2.5x that
+    // backward). Shorter sequences reach less, so phase 1 (128) predictions with it are optimistic.
+    d.fused_attention_fwd_flops = 335e12;
+    d.fused_attention_bwd_flops = 266e12;
   } else if (name == "a100") {  // A100 80 GB SXM4: HBM2e, PCIe Gen4 x16
     d.tensor16_flops = 312e12;
     d.tf32_flops = 156e12;
@@ -80,6 +86,17 @@ CostModelOps::CostModelOps(const CostModelOptions& options, std::unique_ptr<Ops>
              "cost model: precision '", p, "' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
   BERT_CHECK(!options_.activations_16bit || low_precision(), Code::invalid_argument,
              "cost model: 16-bit activations need precision bf16 or fp16, not '", p, "'");
+  BERT_CHECK(!options_.fused_attention || (options_.activations_16bit && !inner_), Code::invalid_argument,
+             "cost model: the fused attention is modelled with 16-bit activations (bf16 or fp16) and without an "
+             "inner backend (cuDNN is not emulated)");
+}
+
+int64_t CostModelOps::attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const {
+  if (inner_) return inner_->attention_saved_elems(max_seqs, max_len, heads);
+  // As CudaOps: the fused attention keeps fp32 softmax statistics [seqs, heads, len] in the arena.
+  const int64_t per_value = static_cast<int64_t>(sizeof(float) / dtype_bytes(activation_type()));
+  return options_.fused_attention ? max_seqs * heads * max_len * per_value
+                                  : Ops::attention_saved_elems(max_seqs, max_len, heads);
 }
 
 DType CostModelOps::activation_type() const {
@@ -505,6 +522,7 @@ void CostModelOps::softmax_table(const char* op, const AttentionLayout& layout, 
 void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
+  if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
   const DType type = probs.type;  // P, its dropped copy and ctx (the activation type)
@@ -559,6 +577,7 @@ void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
 void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+  if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
   const DType type = probs.type;  // P, dropped P, dS and dqkv (the activation type)
@@ -820,12 +839,79 @@ void CostModelOps::scale_impl(float* x, float a, int64_t n) {
   if (n > 0) elementwise("scale", "optimizer", n, 1, 1, 1, DType::f32);
 }
 
+// ---- the fused attention (backend/cuda/cudnn_attention.cpp on Hopper) ----------------------------
+// FLOPs as FlashAttention counts them: Q K^T and P V, 4 L^2 d per head forward; the backward
+// recomputes P and forms dV, dP, dQ and dK: 2.5x the forward. Bytes: cuDNN reads Q, K, V once
+// (and dO, the statistics), keeps P on chip and writes O and the statistics (the backward: dQ, dK,
+// dV, with dQ accumulated in fp32); its dropout mask is generated in the kernel. A padded batch's
+// sequences count at full length (cuDNN skips the padding its seq_len table marks, which the model
+// does not see).
+
+namespace {
+constexpr double kLowpBytes = 2.0;  // the fused attention's 16-bit inputs and outputs
+
+double fused_attention_flops(const AttentionLayout& layout, int heads, int head_dim) {
+  double f = 0;
+  for (int b = 0; b < layout.num_seqs(); ++b) {
+    const double L = static_cast<double>(layout.seq_start[b + 1] - layout.seq_start[b]);
+    f += 4.0 * L * L * head_dim * heads;
+  }
+  return f;
+}
+
+// CudnnAttention::upload_table: four int32 tables of B + 1 entries and the int64 seed and offset.
+double fused_attention_table_bytes(const AttentionLayout& layout) { return 16.0 * (layout.num_seqs() + 1) + 16.0; }
+}  // namespace
+
+void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout& layout, int heads, int head_dim) {
+  const double T = static_cast<double>(layout.total_tokens()), B = layout.num_seqs();
+  const double H = static_cast<double>(heads) * head_dim;
+  if (T == 0) return;
+  const char* op = "attention_fwd";
+  add(op, "host copy", 0, 0, 0).host_bytes = fused_attention_table_bytes(layout);
+  // The kept O (a scratch buffer per probs buffer, grown as CudnnAttention's is).
+  const size_t kept = static_cast<size_t>(T * H * kLowpBytes) + 256 + static_cast<size_t>(B) * sizeof(int32_t);
+  auto& [ptr, bytes] = fused_saved_[saved];
+  if (bytes < kept) {
+    if (ptr != nullptr) release(ptr);
+    ptr = alloc(kept);
+    bytes = kept;
+  }
+  add(op, "fused attention", 0, 4 * (B + 1) + 4 * T, 4 * B);  // seq_len from the key mask
+  add(op, "memset", 0, 0, T * H * kLowpBytes);                   // O's padding rows read as zero
+  KernelCost& k = add(op, "fused attention", fused_attention_flops(layout, heads, head_dim),
+                      3 * T * H * kLowpBytes, T * H * kLowpBytes + 4.0 * T * heads);
+  k.unit = MathUnit::fused_attention_fwd;
+  add(op, "copy", 0, T * H * kLowpBytes, T * H * kLowpBytes);  // the kept O into ctx
+}
+
+void CostModelOps::fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim) {
+  const double T = static_cast<double>(layout.total_tokens()), H = static_cast<double>(heads) * head_dim;
+  if (T == 0) return;
+  const char* op = "attention_bwd";
+  add(op, "host copy", 0, 0, 0).host_bytes = fused_attention_table_bytes(layout);
+  add(op, "memset", 0, 0, 3 * T * H * kLowpBytes);  // dqkv
+  // cuDNN's backward: rowsum(dO * O), the main kernel (dQ accumulated in fp32), dQ's conversion.
+  add(op, "fused attention", 2 * T * H, 2 * T * H * kLowpBytes, 4.0 * T * heads);
+  KernelCost& k = add(op, "fused attention", 2.5 * fused_attention_flops(layout, heads, head_dim),
+                      4 * T * H * kLowpBytes + 8.0 * T * heads, 2 * T * H * kLowpBytes + 4.0 * T * H);
+  k.unit = MathUnit::fused_attention_bwd;
+  add(op, "fused attention", 0, 4.0 * T * H, T * H * kLowpBytes);
+}
+
 // ---- prediction ----------------------------------------------------------------------------------
 
 double kernel_seconds(const KernelCost& k, const DeviceModel& d) {
-  const double peak = k.unit == MathUnit::tensor16 ? d.tensor16_flops
-                      : k.unit == MathUnit::tf32   ? d.tf32_flops
-                                                   : d.fp32_flops;
+  double peak = d.fp32_flops;
+  switch (k.unit) {
+    case MathUnit::tensor16: peak = d.tensor16_flops; break;
+    case MathUnit::tf32: peak = d.tf32_flops; break;
+    case MathUnit::fp32: break;
+    case MathUnit::fused_attention_fwd: peak = d.fused_attention_fwd_flops; break;
+    case MathUnit::fused_attention_bwd: peak = d.fused_attention_bwd_flops; break;
+  }
+  BERT_CHECK(peak > 0, Code::invalid_argument, "no ", k.kind, " rate is known for device '", d.name,
+             "' (", k.op, ")");
   double t = std::max(k.flops / peak, (k.read_bytes + k.write_bytes) / d.bandwidth);
   t += k.host_bytes / d.host_link;
   if (!k.graphed) t += k.launches * d.launch_seconds;

@@ -18,8 +18,9 @@
 
 namespace bert {
 
-// The arithmetic unit a kernel's FLOPs run on.
-enum class MathUnit { tensor16, tf32, fp32 };
+// The arithmetic unit a kernel's FLOPs run on; the fused attention's kernels run at the rate
+// cuDNN is published to reach (DeviceModel::fused_attention_*_flops), not at the tensor peak.
+enum class MathUnit { tensor16, tf32, fp32, fused_attention_fwd, fused_attention_bwd };
 
 // One GPU's peak rates for the cost model.
 struct DeviceModel {
@@ -29,6 +30,9 @@ struct DeviceModel {
   double fp32_flops = 0;      // fp32 without tensor cores
   double bandwidth = 0;       // device memory, bytes/s
   double host_link = 0;       // host <-> device, bytes/s
+  // cuDNN's fused attention (bf16, head dim 64, no causal mask), FLOP/s reached forward and
+  // backward; 0: not known for this device (the cost model then refuses the fused attention).
+  double fused_attention_fwd_flops = 0, fused_attention_bwd_flops = 0;
   double launch_seconds = 4e-6;     // per kernel launch or copy outside a CUDA graph
   double host_wait_seconds = 10e-6;  // per host wait for the stream (never graphed)
 };
@@ -58,6 +62,9 @@ struct CostModelOptions {
   // Without an inner backend: activations stored in the 16-bit type of `precision`
   // (CudaOptions::activations_16bit); with one, its activation_type() decides.
   bool activations_16bit = false;
+  // Attention through cuDNN's fused kernels as CudaOps runs them on Hopper (packed batches in its
+  // ragged layout; needs 16-bit activations) instead of the reference GEMMs and softmax.
+  bool fused_attention = false;
 };
 
 class CostModelOps final : public Ops {
@@ -81,10 +88,7 @@ class CostModelOps final : public Ops {
   size_t peak_bytes() const override;
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
   DType activation_type() const override;
-  int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
-    return inner_ ? inner_->attention_saved_elems(max_seqs, max_len, heads)
-                  : Ops::attention_saved_elems(max_seqs, max_len, heads);
-  }
+  int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override;
   // Records body's kernels (with no inner backend; else null: the work runs directly) as
   // graphed; each replay appends them again.
   std::unique_ptr<RecordedWork> record(const std::function<void()>& body) override;
@@ -168,6 +172,11 @@ class CostModelOps final : public Ops {
   void attention_fwd_by_head(ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout, DType type);
   void attention_bwd_by_head(ConstAct dctx, ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout,
                              DType type);
+  // CudnnAttention::forward/backward on the ragged (or uniform padded) layout with 16-bit
+  // activations: table upload, memsets, cuDNN's kernels and the output copy; `saved` is the
+  // forward's key (its probs buffer) for the O it keeps for the backward.
+  void fused_attention_fwd(const void* saved, const AttentionLayout& layout, int heads, int head_dim);
+  void fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim);
   // n elements of `type`, `inputs` tensors read and `outputs` written.
   void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem,
                    DType type);
@@ -191,6 +200,7 @@ class CostModelOps final : public Ops {
   size_t live_bytes_ = 0, peak_bytes_ = 0;
   std::map<const char*, std::vector<int32_t>> uploaded_ints_;  // small uploads, by destination
   std::vector<int64_t> softmax_table_;  // the last packed layout's sequence table (softmax_table)
+  std::map<const void*, std::pair<void*, size_t>> fused_saved_;  // per probs buffer: the kept O
 };
 
 // A step's prediction from recorded kernels on a device.

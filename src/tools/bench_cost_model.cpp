@@ -45,10 +45,14 @@ int run_cost_model(const CostModelRequest& q) {
     config["device"] = "cpu";  // the session's own backend is replaced; the CPU one is cheapest to make
     config["train"]["precision"] = "fp32";
     config["train"]["threads"] = 1;
+    config["train"]["fused_attention"] = false;  // a CUDA option; modelled by CostModelOptions
     if (q.precision == "fp16") config["train"]["loss_scaling"] = "dynamic";
     bert::CostModelOptions options;
     options.precision = q.precision;
     options.activations_16bit = lowp && q.activations_16bit;  // as the session runs bf16/fp16
+    options.fused_attention = q.fused_attention;
+    BERT_CHECK(!q.fused_attention || !q.graphed, bert::Code::invalid_argument,
+               "--fused-attention 1 cannot be --graphed 1: the session does not record the fused attention");
     // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
     // device this session is configured with, so they are switched on after it).
     bert::SessionConfig session_config = bert::parse_session_config(config.dump());
@@ -64,7 +68,10 @@ int run_cost_model(const CostModelRequest& q) {
     // its micro-batch when graphed, as later ones replay it) is the steady state.
     session.step(nullptr);
     model->reset();
-    session.step(nullptr);
+    const bert::StepStats measured = session.step(nullptr);
+    // Model FLOPs count full-length sequences (as DLE and MLPerf do); real data has fewer tokens.
+    const double real_token_share = static_cast<double>(measured.tokens) /
+                                    (static_cast<double>(q.batch) * session.config().data.max_seq_length);
 
     std::vector<bert::KernelCost> kernels = model->kernels();
     if (q.shard_optimizer) {
@@ -107,18 +114,21 @@ int run_cost_model(const CostModelRequest& q) {
     std::printf("\n");
     print_rows("kernel kind", p.by_kind, p.seconds);
     const double arena_mib = static_cast<double>(session.model().arena_bytes()) / 1048576.0;
-    std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs), %lld launches\n"
+    std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs of full-length "
+                "sequences; real tokens %.1f%% of them), %lld launches\n"
                 "activation arena %.1f MiB (the engine's own accounting for this shape)\n",
-                p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, model_flops / 1e12,
+                p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, model_flops / 1e12, 100 * real_token_share,
                 static_cast<long long>(p.launches), arena_mib);
     nlohmann::json summary = {{"cost_model", q.device},  {"precision", q.precision},
                               {"graphed", q.graphed},    {"world", q.world},
+                              {"fused_attention", q.fused_attention},
                               {"activations_16bit", options.activations_16bit},
                               {"shard_optimizer", q.shard_optimizer},
                               {"predicted_step_seconds", p.seconds},
                               {"predicted_sequences_per_second", q.batch / p.seconds},
                               {"predicted_mfu", mfu},    {"model_flops", model_flops},
                               {"launches", p.launches},  {"parameters", params},
+                              {"real_token_share", real_token_share},
                               {"activation_arena_mib", arena_mib}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;

@@ -115,10 +115,6 @@ int main(int argc, char** argv) {
     config["data"]["train_dir"] = data_dir;
   }
   if (!cost_model.empty()) {
-    if (fused_attention) {
-      std::fprintf(stderr, "error: the cost model covers the reference attention path only (--fused-attention 0)\n");
-      return 2;
-    }
     bert_tools::CostModelRequest request;
     request.device = cost_model;
     request.config = config;
@@ -131,6 +127,7 @@ int main(int argc, char** argv) {
     request.link_gbs = link_gbs;
     request.shard_optimizer = shard_optimizer;
     request.activations_16bit = activations_16bit;
+    request.fused_attention = fused_attention;
     request.model_flops = [&](const nlohmann::json& m) { return training_flops_per_sequence(m, seq, predictions) * batch; };
     return bert_tools::run_cost_model(request);
   }

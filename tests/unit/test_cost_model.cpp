@@ -2,7 +2,7 @@
 // operand cast, the weight-mirror refresh once per weights_changed, the GEMM's bytes and FLOPs),
 // the same layer on 16-bit activations (no activation cast, 16-bit output and bias), the roofline
 // time of a kernel, and the errors for unknown devices and precisions and 16-bit activations in
-// an fp32/tf32 precision.
+// an fp32/tf32 precision; cuDNN's fused attention at its published rate.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -96,6 +96,58 @@ TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {
     EXPECT_NE(std::string(e.what()).find("16-bit activations need precision bf16 or fp16, not 'tf32'"), std::string::npos)
         << e.what();
   }
+}
+
+// cuDNN's fused attention on a packed batch of lengths 3 and 5 (2 heads of 4): the forward's
+// kernels (table upload, seq_len, O memset, the fused kernel, O into ctx) and the backward's
+// (table upload, dqkv memset, rowsum(dO·O), the fused kernel, dQ's conversion), FLOPs as
+// FlashAttention counts them (4 L² d per head forward, 2.5x backward) at the published cuDNN
+// rates on an H100; no rate is known for an A100, and fp32 activations are refused.
+TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
+  CostModelOptions options;
+  options.activations_16bit = true;
+  options.fused_attention = true;
+  CostModelOps ops(options);
+  AttentionLayout layout;
+  layout.seq_start = {0, 3, 8};
+  const int heads = 2, head_dim = 4, H = heads * head_dim, T = 8;
+  void* qkv = ops.alloc(T * 3 * H * 2);
+  void* ctx = ops.alloc(T * H * 2);
+  void* dqkv = ops.alloc(T * 3 * H * 2);
+  auto* stats = static_cast<float*>(ops.alloc(ops.attention_saved_elems(2, 5, heads) * 2));
+  auto* key_bias = static_cast<float*>(ops.alloc(T * sizeof(float)));
+  EXPECT_EQ(ops.attention_saved_elems(2, 5, heads), 2 * heads * 5 * 2) << "fp32 statistics in 16-bit elements";
+  DropoutSite site;
+  ops.attention_fwd(Act(ctx, DType::bf16), Act(stats, DType::bf16), ConstAct(qkv, DType::bf16), key_bias, layout,
+                    heads, head_dim, site);
+  ops.attention_bwd(Act(dqkv, DType::bf16), ConstAct(ctx, DType::bf16), ConstAct(qkv, DType::bf16),
+                    ConstAct(stats, DType::bf16), layout, heads, head_dim, site);
+  const std::vector<KernelCost>& k = ops.kernels();
+  ASSERT_EQ(k.size(), 10u);
+  const double fwd_flops = 4.0 * (3 * 3 + 5 * 5) * head_dim * heads;
+  EXPECT_EQ(k[0].kind, "host copy");
+  EXPECT_EQ(k[0].host_bytes, 16.0 * 3 + 16.0);
+  EXPECT_EQ(k[3].kind, "fused attention");
+  EXPECT_EQ(k[3].unit, MathUnit::fused_attention_fwd);
+  EXPECT_EQ(k[3].flops, fwd_flops);
+  EXPECT_EQ(k[3].read_bytes, 2.0 * T * 3 * H);
+  EXPECT_EQ(k[3].write_bytes, 2.0 * T * H + 4.0 * T * heads);
+  EXPECT_EQ(k[8].unit, MathUnit::fused_attention_bwd);
+  EXPECT_EQ(k[8].flops, 2.5 * fwd_flops);
+  KernelCost big = k[3];
+  big.flops = 335e9;  // one millisecond at cuDNN's forward rate
+  big.graphed = true;
+  EXPECT_NEAR(kernel_seconds(big, device_model("h100")), 1e-3, 1e-12);
+  try {
+    kernel_seconds(k[3], device_model("a100"));
+    FAIL() << "no fused-attention rate is known for an A100";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no fused attention rate is known for device 'a100'"), std::string::npos)
+        << e.what();
+  }
+  options.activations_16bit = false;
+  EXPECT_THROW(CostModelOps fp32_activations(options), Error);
+  for (void* p : {qkv, ctx, dqkv, static_cast<void*>(stats), static_cast<void*>(key_bias)}) ops.release(p);
 }
 
 }  // namespace
