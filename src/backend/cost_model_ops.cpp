@@ -93,9 +93,7 @@ CostModelOps::CostModelOps(const CostModelOptions& options, std::unique_ptr<Ops>
 
 int64_t CostModelOps::attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const {
   if (inner_) return inner_->attention_saved_elems(max_seqs, max_len, heads);
-  // As CudaOps: the fused attention keeps fp32 softmax statistics [seqs, heads, len] in the arena.
-  const int64_t per_value = static_cast<int64_t>(sizeof(float) / dtype_bytes(activation_type()));
-  return options_.fused_attention ? max_seqs * heads * max_len * per_value
+  return options_.fused_attention ? fused_attention_saved_elems(max_seqs, max_len, heads)
                                   : Ops::attention_saved_elems(max_seqs, max_len, heads);
 }
 
@@ -851,12 +849,7 @@ namespace {
 constexpr double kLowpBytes = 2.0;  // the fused attention's 16-bit inputs and outputs
 
 double fused_attention_flops(const AttentionLayout& layout, int heads, int head_dim) {
-  double f = 0;
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const double L = static_cast<double>(layout.seq_start[b + 1] - layout.seq_start[b]);
-    f += 4.0 * L * L * head_dim * heads;
-  }
-  return f;
+  return 4.0 * head_dim * static_cast<double>(layout.probs_elems(heads));  // heads · Σ L² scores
 }
 
 // CudnnAttention::upload_table: four int32 tables of B + 1 entries and the int64 seed and offset.

@@ -82,6 +82,11 @@ class Ops {
   virtual int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const {
     return max_seqs * heads * max_len * max_len;
   }
+  // attention_saved_elems of a fused attention: its fp32 softmax statistics (heads · tokens
+  // values) as elements of the activation type (two 16-bit elements per value).
+  int64_t fused_attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const {
+    return max_seqs * heads * max_len * static_cast<int64_t>(sizeof(float) / dtype_bytes(activation_type()));
+  }
 
   // Records the work `body` queues without running it (nothing is computed or written), for
   // replay(); null from a backend that cannot record (the CPU's computes as it is called). The

@@ -43,6 +43,7 @@ constexpr const char* kUsage =
     "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
     "                  [--link-gbs GB/s] [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
+    "                  [--fused-attention 0|1] [--data SHARD_DIR] [--unpad 0|1]\n"
     "                  (a prediction: no GPU needed; --activations-16bit 0 models fp32 activations)\n";
 
 }  // namespace

@@ -61,11 +61,9 @@ class CudaOps final : public Ops {
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
   DType activation_type() const override { return activation_type_; }
-  // With fused attention probs holds the softmax statistics: heads · tokens fp32 values, as
-  // elements of the activation type (two 16-bit elements per value).
+  // With fused attention probs holds the softmax statistics.
   int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
-    const int64_t per_value = static_cast<int64_t>(sizeof(float) / dtype_bytes(activation_type_));
-    return fused_ != nullptr ? max_seqs * heads * max_len * per_value
+    return fused_ != nullptr ? fused_attention_saved_elems(max_seqs, max_len, heads)
                              : Ops::attention_saved_elems(max_seqs, max_len, heads);
   }
 
