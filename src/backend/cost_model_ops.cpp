@@ -520,7 +520,7 @@ void CostModelOps::softmax_table(const char* op, const AttentionLayout& layout, 
 void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
-  if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim);
+  if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim, site.p != 0.0f);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
   const DType type = probs.type;  // P, its dropped copy and ctx (the activation type)
@@ -575,7 +575,7 @@ void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
 void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
-  if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim);
+  if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim, site.p != 0.0f);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
   const DType type = probs.type;  // P, dropped P, dS and dqkv (the activation type)
@@ -852,16 +852,22 @@ double fused_attention_flops(const AttentionLayout& layout, int heads, int head_
   return 4.0 * head_dim * static_cast<double>(layout.probs_elems(heads));  // heads · Σ L² scores
 }
 
-// CudnnAttention::upload_table: four int32 tables of B + 1 entries and the int64 seed and offset.
-double fused_attention_table_bytes(const AttentionLayout& layout) { return 16.0 * (layout.num_seqs() + 1) + 16.0; }
 }  // namespace
 
-void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout& layout, int heads, int head_dim) {
+// CudnnAttention::upload_table: the dropout seed folded on the device (reading the step, writing
+// seed and offset); a variable-length batch's four int32 tables of B + 1 entries from the host.
+void CostModelOps::fused_attention_table(const char* op, const AttentionLayout& layout, bool dropout) {
+  if (dropout) add(op, "fused attention", 0, 8, 16);
+  if (layout.uniform_length() == 0) add(op, "host copy", 0, 0, 0).host_bytes = 16.0 * (layout.num_seqs() + 1);
+}
+
+void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout& layout, int heads, int head_dim,
+                                       bool dropout) {
   const double T = static_cast<double>(layout.total_tokens()), B = layout.num_seqs();
   const double H = static_cast<double>(heads) * head_dim;
   if (T == 0) return;
   const char* op = "attention_fwd";
-  add(op, "host copy", 0, 0, 0).host_bytes = fused_attention_table_bytes(layout);
+  fused_attention_table(op, layout, dropout);
   // The kept O (a scratch buffer per probs buffer, grown as CudnnAttention's is).
   const size_t kept = static_cast<size_t>(T * H * kLowpBytes) + 256 + static_cast<size_t>(B) * sizeof(int32_t);
   auto& [ptr, bytes] = fused_saved_[saved];
@@ -870,7 +876,8 @@ void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout&
     ptr = alloc(kept);
     bytes = kept;
   }
-  add(op, "fused attention", 0, 4 * (B + 1) + 4 * T, 4 * B);  // seq_len from the key mask
+  // seq_len from the key mask (and a variable-length batch's sequence starts)
+  add(op, "fused attention", 0, (layout.uniform_length() > 0 ? 0 : 4 * (B + 1)) + 4 * T, 4 * B);
   add(op, "memset", 0, 0, T * H * kLowpBytes);                   // O's padding rows read as zero
   KernelCost& k = add(op, "fused attention", fused_attention_flops(layout, heads, head_dim),
                       3 * T * H * kLowpBytes, T * H * kLowpBytes + 4.0 * T * heads);
@@ -878,11 +885,11 @@ void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout&
   add(op, "copy", 0, T * H * kLowpBytes, T * H * kLowpBytes);  // the kept O into ctx
 }
 
-void CostModelOps::fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim) {
+void CostModelOps::fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim, bool dropout) {
   const double T = static_cast<double>(layout.total_tokens()), H = static_cast<double>(heads) * head_dim;
   if (T == 0) return;
   const char* op = "attention_bwd";
-  add(op, "host copy", 0, 0, 0).host_bytes = fused_attention_table_bytes(layout);
+  fused_attention_table(op, layout, dropout);
   add(op, "memset", 0, 0, 3 * T * H * kLowpBytes);  // dqkv
   // cuDNN's backward: rowsum(dO * O), the main kernel (dQ accumulated in fp32), dQ's conversion.
   add(op, "fused attention", 2 * T * H, 2 * T * H * kLowpBytes, 4.0 * T * heads);

@@ -175,8 +175,9 @@ class CostModelOps final : public Ops {
   // CudnnAttention::forward/backward on the ragged (or uniform padded) layout with 16-bit
   // activations: table upload, memsets, cuDNN's kernels and the output copy; `saved` is the
   // forward's key (its probs buffer) for the O it keeps for the backward.
-  void fused_attention_fwd(const void* saved, const AttentionLayout& layout, int heads, int head_dim);
-  void fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim);
+  void fused_attention_table(const char* op, const AttentionLayout& layout, bool dropout);
+  void fused_attention_fwd(const void* saved, const AttentionLayout& layout, int heads, int head_dim, bool dropout);
+  void fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim, bool dropout);
   // n elements of `type`, `inputs` tensors read and `outputs` written.
   void elementwise(const char* op, const char* kind, int64_t n, int inputs, int outputs, double flops_per_elem,
                    DType type);

@@ -53,4 +53,19 @@ BERT_HD float philox_uniform_at(uint64_t seed, uint64_t step, uint32_t tensor_id
   return philox_uniform(r.v[index & 3]);
 }
 
+// 64-bit mixer (splitmix64's finaliser).
+BERT_HD uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// One 64-bit seed per stream (seed, step, tensor_id), for generators keyed by a seed alone
+// (cuDNN's fused attention dropout): independent streams per dropout site and step.
+BERT_HD uint64_t folded_seed(uint64_t seed, uint64_t step, uint32_t tensor_id) {
+  return mix64(seed ^ mix64(step ^ mix64(tensor_id)));
+}
+
 }  // namespace bert

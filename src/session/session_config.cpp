@@ -126,10 +126,6 @@ void check_cuda_graphs(const SessionConfig& c) {
     fail(Code::config, key, " records pretraining micro-batches; the \"", c.task.name(),
          "\" head computes its loss on the host: set it to false");
   }
-  if (c.train.fused_attention) {
-    fail(Code::config, key, " does not run with train.fused_attention: cuDNN's dropout seed and sequence table "
-         "are uploaded from the host on every call");
-  }
 }
 
 int parse_device_index(const std::string& device) {

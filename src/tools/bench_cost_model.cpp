@@ -51,8 +51,6 @@ int run_cost_model(const CostModelRequest& q) {
     options.precision = q.precision;
     options.activations_16bit = lowp && q.activations_16bit;  // as the session runs bf16/fp16
     options.fused_attention = q.fused_attention;
-    BERT_CHECK(!q.fused_attention || !q.graphed, bert::Code::invalid_argument,
-               "--fused-attention 1 cannot be --graphed 1: the session does not record the fused attention");
     // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
     // device this session is configured with, so they are switched on after it).
     bert::SessionConfig session_config = bert::parse_session_config(config.dump());

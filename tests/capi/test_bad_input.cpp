@@ -85,17 +85,14 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(m.find("'data.pad_to_multiple'"), std::string::npos) << m;
 }
 
-// A recorded micro-batch (CUDA graph) needs the GPU, the pretraining heads and the reference
-// attention: each missing one is named. (Unpadded batches are padded to their length bin.)
+// A recorded micro-batch (CUDA graph) needs the GPU and the pretraining heads: each missing one is
+// named. (Unpadded batches are padded to their length bin.)
 TEST(Config, CudaGraphsNameWhatTheyNeed) {
   std::string m = create_error(R"({"model": "bert-tiny", "train": {"cuda_graphs": true}, "data": {"unpad": false}})");
   EXPECT_NE(m.find("'train.cuda_graphs' = true needs device \"cuda\""), std::string::npos) << m;
   m = create_error(R"({"model": "bert-tiny", "device": "cuda", "train": {"cuda_graphs": true},
                        "task": {"type": "sequence_classification", "num_labels": 2}, "data": {"unpad": false}})");
   EXPECT_NE(m.find("records pretraining micro-batches; the \"sequence_classification\" head"), std::string::npos) << m;
-  m = create_error(R"({"model": "bert-tiny", "device": "cuda", "train": {"cuda_graphs": true, "fused_attention": true},
-                       "data": {"unpad": false}})");
-  EXPECT_NE(m.find("does not run with train.fused_attention"), std::string::npos) << m;
 }
 
 TEST(Config, DeviceStringsAreParsedStrictly) {

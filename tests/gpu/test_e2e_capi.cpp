@@ -346,15 +346,20 @@ struct Trained {
 // bert-tiny in bf16 with dropout, two micro-batches of 8 per step, each sequence padded to the
 // batch's longest rounded up to a multiple of 4 tokens: with CUDA graphs from unpadded batches
 // (data.unpad: their length bins), without from padded ones (data.pad_to_multiple).
-Trained train_tiny(bool cuda_graphs, int steps) {
-  const std::string cfg = R"({"device": "cuda",
+std::string tiny_config(bool cuda_graphs, bool fused_attention) {
+  const std::string graphs = cuda_graphs ? "true" : "false";
+  return R"({"device": "cuda",
       "model": {"vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2,
                 "num_attention_heads": 2, "intermediate_size": 512, "max_position_embeddings": 64},
       "train": {"micro_batch": 8, "global_batch": 16, "steps": 20, "lr": 0.01, "seed": 99, "threads": 2,
-                "dropout": true, "precision": "bf16", "cuda_graphs": )" +
-                          std::string(cuda_graphs ? "true" : "false") + R"(},
-      "data": {"max_seq_length": 64, "max_predictions_per_seq": 10, "pad_to_multiple": 4, "unpad": )" +
-                          std::string(cuda_graphs ? "true" : "false") + R"(}})";
+                "dropout": true, "precision": "bf16", "cuda_graphs": )" + graphs +
+         R"(, "fused_attention": )" + (fused_attention ? "true" : "false") + R"(},
+      "data": {"max_seq_length": 64, "max_predictions_per_seq": 10, "pad_to_multiple": 4, "unpad": )" + graphs +
+         "}}";
+}
+
+Trained train_tiny(bool cuda_graphs, int steps, bool fused_attention = false) {
+  const std::string cfg = tiny_config(cuda_graphs, fused_attention);
   Trained t;
   bert_session* s = create(cfg);
   if (s == nullptr) return t;
@@ -379,24 +384,12 @@ Trained train_tiny(bool cuda_graphs, int steps) {
   return t;
 }
 
-}  // namespace
-
-// Each micro-batch's forward and backward recorded once per length bin as a CUDA graph and
-// replayed, the dropout step and the MLM gradient's scale read from device memory, the MLM rows
-// fixed at B · max_predictions (the unlabelled ones ignored): 3 steps of 2 micro-batches give the
-// losses and every parameter of the run without graphs bit for bit. The synthetic batches' longest
-// sequences (32 to 64 tokens each) fall into more than one bin of 4 tokens, each recorded at its
-// second appearance (the first runs directly and grows scratch buffers); a recording is made again
-// after the backend freed memory (the first optimizer step grows its scratch buffers), so there
-// are at most two per bin. (On a GPU the fixed MLM row count is another GEMM shape for the MLM
-// head than the direct run's; should cuBLASLt's heuristic pick another algorithm for it, the
-// parameters would differ in the last bits and this test says how many.)
-TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) {
+void expect_graphs_replay_bitwise(bool fused_attention) {
   bert_set_log_callback(note_recordings, nullptr);
   g_recorded_lengths.clear();
-  const Trained direct = train_tiny(false, 3);
+  const Trained direct = train_tiny(false, 3, fused_attention);
   EXPECT_TRUE(g_recorded_lengths.empty());
-  const Trained graphed = train_tiny(true, 3);
+  const Trained graphed = train_tiny(true, 3, fused_attention);
   bert_set_log_callback(nullptr, nullptr);
   std::vector<int> bins = g_recorded_lengths;
   std::sort(bins.begin(), bins.end());
@@ -417,7 +410,32 @@ TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) {
     differing += std::memcmp(&graphed.params[i], &direct.params[i], sizeof(float)) != 0;
   EXPECT_EQ(differing, 0u) << "of " << direct.params.size() << " parameters";
   EXPECT_NE(direct.losses[6], direct.losses[0]) << "the weights must change between steps";
-  std::printf("[ info ] cuda graphs: loss %.6f -> %.6f with and without, %zu parameters equal; %zu recordings of "
-              "%zu length bins\n", direct.losses[0], direct.losses[6], direct.params.size() - differing,
-              g_recorded_lengths.size(), bins.size());
+  std::printf("[ info ] cuda graphs%s: loss %.6f -> %.6f with and without, %zu parameters equal; %zu recordings of "
+              "%zu length bins\n",
+              fused_attention ? " with fused attention" : "", direct.losses[0], direct.losses[6],
+              direct.params.size() - differing, g_recorded_lengths.size(), bins.size());
+}
+
+}  // namespace
+
+// Each micro-batch's forward and backward recorded once per length bin as a CUDA graph and
+// replayed, the dropout step and the MLM gradient's scale read from device memory, the MLM rows
+// fixed at B · max_predictions (the unlabelled ones ignored): 3 steps of 2 micro-batches give the
+// losses and every parameter of the run without graphs bit for bit. The synthetic batches' longest
+// sequences (32 to 64 tokens each) fall into more than one bin of 4 tokens, each recorded at its
+// second appearance (the first runs directly and grows scratch buffers); a recording is made again
+// after the backend freed memory (the first optimizer step grows its scratch buffers), so there
+// are at most two per bin. (On a GPU the fixed MLM row count is another GEMM shape for the MLM
+// head than the direct run's; should cuBLASLt's heuristic pick another algorithm for it, the
+// parameters would differ in the last bits and this test says how many.)
+TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) { expect_graphs_replay_bitwise(false); }
+
+// The same with cuDNN's fused attention recorded in the graphs: its dropout seed is folded on the
+// device from each replay's step, its key counts from each replay's key mask.
+TEST(EndToEnd, CudaGraphsWithFusedAttentionReplayTheStepBitwise) {
+  bert_session* probe = nullptr;
+  const std::string cfg = tiny_config(true, true);
+  if (bert_session_create(cfg.c_str(), nullptr, &probe) == BERT_ERR_UNSUPPORTED) GTEST_SKIP() << bert_last_error();
+  bert_session_destroy(probe);
+  expect_graphs_replay_bitwise(true);
 }

@@ -7,6 +7,7 @@
 // where only the summation order differs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -19,12 +20,12 @@
 #include "core/philox.h"
 #include "cuda_emu.h"
 #include "kernels/activation.h"
-#include "kernels/attention_lengths.h"
 #include "kernels/attention_padding.h"
 #include "kernels/attention_softmax.h"
 #include "kernels/cast.h"
 #include "kernels/dropout.h"
 #include "kernels/embedding.h"
+#include "kernels/fused_attention_inputs.h"
 #include "kernels/layernorm.h"
 #include "kernels/optimizer.h"
 #include "kernels/reduce.h"
@@ -374,8 +375,35 @@ TEST_F(EmulatedKernels, SequenceLengthsCountLeadingUnmaskedKeys) {
   for (int t = 2; t < 4; ++t) key_bias[t] = -10000.0f;
   for (int t = 30; t < 50; ++t) key_bias[t] = -10000.0f;
   std::vector<int32_t> lengths(4, -1);
-  kernels::attention_seq_lengths(lengths.data(), seq_start.data(), key_bias.data(), 4, nullptr);
+  kernels::attention_seq_lengths(lengths.data(), seq_start.data(), 0, key_bias.data(), 4, nullptr);
   expect_equal(lengths, std::vector<int32_t>{2, 0, 8, 18}, "attention_seq_lengths");
+  // Without a table: 5 sequences of 10 tokens (the third all padding, the fifth none).
+  std::vector<float> uniform_bias(50, -10000.0f);
+  const std::vector<int32_t> real = {7, 1, 0, 10, 10};
+  for (size_t b = 0; b < real.size(); ++b) std::fill_n(uniform_bias.begin() + 10 * b, real[b], 0.0f);
+  std::vector<int32_t> uniform(5, -1);
+  kernels::attention_seq_lengths(uniform.data(), nullptr, 10, uniform_bias.data(), 5, nullptr);
+  expect_equal(uniform, real, "attention_seq_lengths (one length)");
+}
+
+// cuDNN's dropout seed, folded on the device from the site and the step: from the site's step, or
+// the one in device memory a recorded call names (each replay's); its offset 0.
+TEST_F(EmulatedKernels, AttentionDropoutSeedFoldsTheStepItReads) {
+  DropoutSite site{.seed = 0x1234567890abcdefull, .step = 41, .tensor_id = 7, .p = 0.1f};
+  std::vector<int64_t> seed(2, -1);
+  kernels::attention_dropout_seed(seed.data(), site, nullptr);
+  EXPECT_EQ(static_cast<uint64_t>(seed[0]), folded_seed(site.seed, 41, 7));
+  EXPECT_EQ(seed[1], 0);
+  const uint64_t replay_step = 42;
+  site.step_at = &replay_step;
+  kernels::attention_dropout_seed(seed.data(), site, nullptr);
+  EXPECT_EQ(static_cast<uint64_t>(seed[0]), folded_seed(site.seed, 42, 7));
+  // Independent streams: each of step, tensor id and seed changes the folded seed.
+  EXPECT_NE(folded_seed(site.seed, 41, 7), folded_seed(site.seed, 42, 7));
+  EXPECT_NE(folded_seed(site.seed, 41, 7), folded_seed(site.seed, 41, 8));
+  EXPECT_NE(folded_seed(site.seed, 41, 7), folded_seed(site.seed + 1, 41, 7));
+  // splitmix64's first output from state 0 (its published test vector) is this finaliser's.
+  EXPECT_EQ(mix64(0x9e3779b97f4a7c15ull), 0xe220a8397b1dcdafull);
 }
 
 // The fused attention's padded copies of a packed batch: every padded row written (the cast of its

@@ -102,7 +102,8 @@ TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {
 // kernels (table upload, seq_len, O memset, the fused kernel, O into ctx) and the backward's
 // (table upload, dqkv memset, rowsum(dO·O), the fused kernel, dQ's conversion), FLOPs as
 // FlashAttention counts them (4 L² d per head forward, 2.5x backward) at the published cuDNN
-// rates on an H100; no rate is known for an A100, and fp32 activations are refused.
+// rates on an H100; no rate is known for an A100, and fp32 activations are refused. With one
+// length and dropout nothing is uploaded: the dropout seed is a kernel's (as CUDA graphs need).
 TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
   CostModelOptions options;
   options.activations_16bit = true;
@@ -126,7 +127,7 @@ TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
   ASSERT_EQ(k.size(), 10u);
   const double fwd_flops = 4.0 * (3 * 3 + 5 * 5) * head_dim * heads;
   EXPECT_EQ(k[0].kind, "host copy");
-  EXPECT_EQ(k[0].host_bytes, 16.0 * 3 + 16.0);
+  EXPECT_EQ(k[0].host_bytes, 16.0 * 3);
   EXPECT_EQ(k[3].kind, "fused attention");
   EXPECT_EQ(k[3].unit, MathUnit::fused_attention_fwd);
   EXPECT_EQ(k[3].flops, fwd_flops);
@@ -145,6 +146,16 @@ TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
     EXPECT_NE(std::string(e.what()).find("no fused attention rate is known for device 'a100'"), std::string::npos)
         << e.what();
   }
+  ops.reset();
+  layout.seq_start = {0, 4, 8};
+  site.p = 0.1f;
+  ops.attention_fwd(Act(ctx, DType::bf16), Act(stats, DType::bf16), ConstAct(qkv, DType::bf16), key_bias, layout,
+                    heads, head_dim, site);
+  ASSERT_EQ(k.size(), 5u);
+  EXPECT_EQ(k[0].kind, "fused attention");
+  EXPECT_EQ(k[0].write_bytes, 16.0) << "the dropout seed and offset";
+  EXPECT_EQ(k[1].read_bytes, 4.0 * T) << "key counts from the key mask alone";
+  for (const KernelCost& each : k) EXPECT_NE(each.kind, "host copy");
   options.activations_16bit = false;
   EXPECT_THROW(CostModelOps fp32_activations(options), Error);
   for (void* p : {qkv, ctx, dqkv, static_cast<void*>(stats), static_cast<void*>(key_bias)}) ops.release(p);

@@ -1,21 +1,20 @@
 // FusedAttention through cudnn-frontend's SDPA graphs (forward with softmax stats, backward).
 // qkv [T, 3H] (16-bit activations as they are, fp32 cast to 16 bits first) is read in place as
-// strided Q/K/V views ("T3HD"); the
-// padding mask takes per-sequence key counts derived on the device from key_bias. A layout whose
-// sequences all have one length L is a [B, h, L, D] batch. Any other (variable-length, packed)
-// runs ragged on Hopper-class GPUs, each sequence placed by offsets from
-// AttentionLayout::seq_start; elsewhere cuDNN has no ragged backward, so it runs the padded
-// graphs on a copy: the packed rows scattered (and cast) into a zero-padded [B, S_pad, 3H]
+// strided Q/K/V views ("T3HD"); the padding mask takes per-sequence key counts derived on the
+// device from key_bias. A layout whose sequences all have one length L is a [B, h, L, D] batch.
+// Any other (variable-length, packed) runs ragged on Hopper-class GPUs, each sequence placed by
+// offsets from AttentionLayout::seq_start; elsewhere cuDNN has no ragged backward, so it runs the
+// padded graphs on a copy: the packed rows scattered (and cast) into a zero-padded [B, S_pad, 3H]
 // batch, ctx and dqkv gathered back (kernels/attention_padding). Graphs are built once per
-// (direction, layout kind, B, S, heads, head_dim, dtype, dropout p) and cached. The forward's
-// 16-bit output and sequence lengths (and, padded, its softmax stats) are kept per stats buffer
-// for the backward, which needs them.
+// (direction, layout kind, B, S, heads, head_dim, dtype, dropout p) and cached. A call with one
+// sequence length uploads nothing (key counts and the dropout seed are made on the device), so it
+// can be recorded in a CUDA graph. The forward's 16-bit output and sequence lengths (and, padded,
+// its softmax stats) are kept per stats buffer for the backward, which needs them.
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
 #include <climits>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -25,7 +24,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fused_attention.h"
 #include "core/log.h"
-#include "kernels/attention_lengths.h"
+#include "kernels/fused_attention_inputs.h"
 #include "kernels/attention_padding.h"
 #include "kernels/cast.h"
 
@@ -57,15 +56,6 @@ enum Uid : int64_t {
 // for sequences of up to 512 tokens, per batch size). 64 is the sequence tile of cuDNN's
 // flash-attention kernels, so the padding adds at most one partly used tile per sequence.
 constexpr int64_t kLenQuantum = 64;
-
-// 64-bit mixer (splitmix64's finaliser): independent cuDNN Philox seeds per dropout site.
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The shape of one call, as the graphs see it.
 struct Shape {
@@ -148,7 +138,8 @@ class CudnnAttention final : public FusedAttention {
     bool padded = false;
     size_t seq_len_at = 0, stats_at = 0, bytes = 0;  // byte offsets of the counts, stats; size
   };
-  // Device copies of the call's per-sequence tables (see upload_table).
+  // The call's device-side tables (see upload_table); the per-sequence ones are null when all
+  // sequences have one length.
   struct Table {
     int32_t* seq_start = nullptr;
     int32_t* off_qkv = nullptr;
@@ -200,32 +191,34 @@ CudnnAttention::Table CudnnAttention::upload_table(const AttentionLayout& layout
                                                    const DropoutSite& site) {
   // [B + 1] each: seq_start | Q/K/V offsets | O offsets | stats offsets, then the int64 seed and
   // offset (4(B + 1) words in, so 8-byte aligned).
-  const size_t n = static_cast<size_t>(s.B + 1);
-  host_table_.assign(4 * n + 4, 0);
+  const size_t n = static_cast<size_t>(s.B + 1), words_at = 4 * n;
+  auto* device = static_cast<int32_t*>(table_.get((words_at + 4) * sizeof(int32_t)));
+  Table t;
+  t.seed = reinterpret_cast<int64_t*>(device + words_at);
+  t.offset = t.seed + 1;
+  // cuDNN's own Philox stream for this site: the (seed, step, tensor id) triple folded into its
+  // seed, offset 0, on the device (a recorded call reads each replay's step). The backward folds
+  // the same seed, so it regenerates the same mask.
+  if (site.p > 0.0f) kernels::attention_dropout_seed(t.seed, site, stream_);
+  // One length (the batch as [B, h, S, D]): the sequence starts follow from it, no table.
+  if (!s.ragged && !s.padded) return t;
+  host_table_.assign(words_at, 0);
   const int64_t H = s.h * s.D;
   for (size_t b = 0; b < n; ++b) {
-    const int64_t t = layout.seq_start[b];
-    host_table_[b] = static_cast<int32_t>(t);
-    host_table_[n + b] = static_cast<int32_t>(t * 3 * H);
-    host_table_[2 * n + b] = static_cast<int32_t>(t * H);
-    host_table_[3 * n + b] = static_cast<int32_t>(t * s.h);
+    const int64_t start = layout.seq_start[b];
+    host_table_[b] = static_cast<int32_t>(start);
+    host_table_[n + b] = static_cast<int32_t>(start * 3 * H);
+    host_table_[2 * n + b] = static_cast<int32_t>(start * H);
+    host_table_[3 * n + b] = static_cast<int32_t>(start * s.h);
   }
-  // cuDNN's own Philox stream for this site: the (seed, step, tensor id) triple folded into its
-  // seed, offset 0. The backward rebuilds the same pair, so it regenerates the same mask.
-  const uint64_t seed = mix64(site.seed ^ mix64(site.step ^ mix64(site.tensor_id)));
-  const size_t words_at = 4 * n;
-  std::memcpy(&host_table_[words_at], &seed, sizeof seed);
-  const size_t bytes = host_table_.size() * sizeof(int32_t);
-  auto* device = static_cast<int32_t*>(table_.get(bytes));
   // Pageable source: staged before cudaMemcpyAsync returns; ordered before the graph on stream_.
-  CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), bytes, cudaMemcpyHostToDevice, stream_));
-  Table t;
+  // (Variable-length batches are not recorded: CUDA graphs take one length per recording.)
+  CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), words_at * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             stream_));
   t.seq_start = device;
   t.off_qkv = device + n;
   t.off_o = device + 2 * n;
   t.off_stats = device + 3 * n;
-  t.seed = reinterpret_cast<int64_t*>(device + words_at);
-  t.offset = t.seed + 1;
   return t;
 }
 
@@ -398,7 +391,7 @@ void CudnnAttention::forward(Act ctx, float* stats, ConstAct qkv, const float* k
   float* stats_out = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at) : stats;
   const Table t = upload_table(layout, s, site);
   char* qkv16 = lowp_input(qkv, qkv16_, s, t, 3 * H);
-  kernels::attention_seq_lengths(seq_len, t.seq_start, key_bias, static_cast<int>(s.B), stream_);
+  kernels::attention_seq_lengths(seq_len, t.seq_start, s.S, key_bias, static_cast<int>(s.B), stream_);
   // Padded query rows are not written by cuDNN: they read as 0.
   CUDA_CHECK(cudaMemsetAsync(o16, 0, static_cast<size_t>(rows * H) * 2, stream_));
   std::unordered_map<int64_t, void*> pack = {
