@@ -23,7 +23,7 @@ struct CostModelRequest {
   // bf16/fp16: activations stored in 16 bits, as the session runs them (false: fp32 activations
   // cast before each GEMM, the backend before 16-bit activations and with fused attention).
   bool activations_16bit = true;
-  bool fused_attention = false;  // cuDNN's fused attention (16-bit activations; not with graphed)
+  bool fused_attention = false;  // cuDNN's fused attention (16-bit activations)
   int world = 1;            // data-parallel ranks: adds the gradient all-reduce
   double link_gbs = 0;      // per-GPU link bandwidth for the all-reduce (0: the device's NVLink)
   bool shard_optimizer = false;  // optimizer work divided by world (reduce-scatter + all-gather)

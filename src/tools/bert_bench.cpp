@@ -5,7 +5,8 @@
 // fraction of --peak-tflops when given (model-FLOPs utilisation). --steps 0 prints the memory
 // accounting only; --recompute gelu|attention|all shows what recomputation saves. --data DIR
 // times steps on DLE/MLPerf shards instead (real sequence lengths; --unpad 1 drops the padding,
-// and tokens/s then counts real tokens). --cost-model h100|a100 runs the step on the cost model
+// and tokens/s then counts real tokens; --length-bins 1 reads `bert-prep bins` output, each batch
+// from one bin). --cost-model h100|a100 runs the step on the cost model
 // instead and prints its prediction for that GPU (bench_cost_model.h).
 #include <chrono>
 #include <cstdio>
@@ -39,12 +40,14 @@ constexpr const char* kUsage =
     "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
     "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
     "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
+    "                  [--length-bins 0|1] (--data holds bin_0, bin_1, ...: each batch from one bin)\n"
     "                  [--graphed 0|1] (cuda: each micro-batch replayed as a CUDA graph)\n"
     "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
     "                  [--link-gbs GB/s] [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
     "                  [--fused-attention 0|1] [--data SHARD_DIR] [--unpad 0|1]\n"
-    "                  (a prediction: no GPU needed; --activations-16bit 0 models fp32 activations)\n";
+    "                  (a prediction of one step: no GPU needed; --activations-16bit 0 models fp32\n"
+    "                  activations; length bins one at a time: --data DIR/bin_K)\n";
 
 }  // namespace
 
@@ -53,6 +56,7 @@ int main(int argc, char** argv) {
   std::string cost_model;
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
   bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false, activations_16bit = true;
+  bool length_bins = false;
   double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
   if (bert_tools::asks_for_help(argc, argv)) {
     std::fputs(kUsage, stdout);
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
     else if (a == "--peak-tflops") peak_tflops = std::atof(v.c_str());
     else if (a == "--data") data_dir = v;
     else if (a == "--unpad") unpad = v == "1" || v == "true";
+    else if (a == "--length-bins") length_bins = v == "1" || v == "true";
     else if (a == "--cost-model") cost_model = v;
     else if (a == "--bandwidth") bandwidth = std::atof(v.c_str());
     else if (a == "--graphed") graphed = v == "1" || v == "true";
@@ -93,6 +98,11 @@ int main(int argc, char** argv) {
   }
   if (recompute != "none" && recompute != "gelu" && recompute != "attention" && recompute != "all") {
     std::fprintf(stderr, "error: --recompute must be none, gelu, attention or all, got '%s'\n", recompute.c_str());
+    return 2;
+  }
+  if (length_bins && (data_dir.empty() || !cost_model.empty())) {
+    std::fprintf(stderr, "error: --length-bins 1 needs --data DIR (the output of bert-prep bins)%s\n",
+                 cost_model.empty() ? "" : "; the cost model predicts one step: give it one bin, --data DIR/bin_K");
     return 2;
   }
   if (predictions < 0) predictions = seq >= 512 ? 80 : seq * 20 / 128;
@@ -114,6 +124,7 @@ int main(int argc, char** argv) {
   if (!data_dir.empty()) {
     config["data"]["source"] = "hdf5";
     config["data"]["train_dir"] = data_dir;
+    config["data"]["length_bins"] = length_bins;
   }
   if (!cost_model.empty()) {
     bert_tools::CostModelRequest request;
@@ -173,6 +184,9 @@ int main(int argc, char** argv) {
                         {"precision", precision},
                         {"recompute", recompute},
                         {"fused_attention", fused_attention},
+                        {"cuda_graphs", graphed},
+                        {"data", data_dir.empty() ? "synthetic" : length_bins ? "length bins" : "shards"},
+                        {"unpad", unpad},
                         {"batch", batch},
                         {"seq", seq},
                         {"steps", steps},

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # GPU throughput table for the closing notes of the CUDA work: bert-bench on one GPU for
 # BERT-base and BERT-large at sequence lengths 128 and 512, in bf16 and fp16, with the reference
-# and the cuDNN fused attention, each also with CUDA graphs (each micro-batch replayed), printing sequences/s, model TFLOP/s, MFU against PEAK_TFLOPS
-# (default 989: H100 SXM dense bf16) and peak GPU memory. A benchmark: it measures, it asserts nothing.
+# and the cuDNN fused attention, each also with CUDA graphs (each micro-batch replayed), printing
+# sequences/s, model TFLOP/s, MFU against PEAK_TFLOPS (default 989: H100 SXM dense bf16) and peak
+# GPU memory. Where BUILD/data holds real sequences (a bundle from tests/gpu/pack_bundle.sh:
+# wikitext-2 as seq-512 shards and their length bins), BERT-large phase 2 (seq 512, batch 16,
+# bf16) runs on them too: packed (data.unpad), and from the length bins without and with CUDA
+# graphs (each batch padded to its length bin), after 20 warm-up steps that record each bin's
+# graphs. A benchmark: it measures, it asserts nothing.
 #
 # usage: [MODELS="bert-large"] bash tests/bench/bench_gpu.sh [BUILD_DIR | BUNDLE_DIR] [PEAK_TFLOPS]
 # (MODELS: a subset of the models, where one device command cannot run the whole table)
@@ -13,8 +18,26 @@ BENCH="$BUILD/src/tools/bert-bench"
 [ -x "$BENCH" ] || BENCH="$BUILD/bin/bert-bench"  # a bundle from tests/gpu/pack_bundle.sh
 [ -x "$BENCH" ] || { echo "no bert-bench in $BUILD: build first (meson setup $BUILD && ninja -C $BUILD)" >&2; exit 2; }
 ERR="$(mktemp)"
+DATA="$BUILD/data"
 
-printf "%-11s %4s %5s %-9s %-16s %10s %9s %6s %10s\n" model seq batch precision attention "seq/s" "TFLOP/s" MFU "peak GiB"
+# row MODEL SEQ BATCH PRECISION LABEL [bert-bench options...]: one line of the table.
+row() {
+  local model=$1 seq=$2 batch=$3 precision=$4 label=$5 line
+  shift 5
+  line=$("$BENCH" --device cuda --model "$model" --seq "$seq" --batch "$batch" --precision "$precision" \
+           --peak-tflops "$PEAK" "$@" 2>"$ERR") || {
+    printf "%-11s %4s %5s %-9s %-24s failed: %s\n" "$model" "$seq" "$batch" "$precision" "$label" "$(tail -n 1 "$ERR")"
+    return 0
+  }
+  python3 - "$line" "$label" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+print(f"{r['model']:<11} {r['seq']:>4} {r['batch']:>5} {r['precision']:<9} {sys.argv[2]:<24} {r['sequences_per_second']:>10.1f} "
+      f"{r['model_tflops']:>9.1f} {r['mfu']:>6.1%} {r['memory']['peak_backend_mib'] / 1024:>10.2f}")
+PY
+}
+
+printf "%-11s %4s %5s %-9s %-24s %10s %9s %6s %10s\n" model seq batch precision "attention (data)" "seq/s" "TFLOP/s" MFU "peak GiB"
 for model in ${MODELS:-bert-base bert-large}; do
   for seq in 128 512; do
     batch=$([ "$seq" = 128 ] && echo 64 || echo 16)
@@ -22,19 +45,20 @@ for model in ${MODELS:-bert-base bert-large}; do
       for variant in reference reference+graphs fused fused+graphs; do
         fused=$([[ "$variant" == fused* ]] && echo 1 || echo 0)
         graphed=$([[ "$variant" == *+graphs ]] && echo 1 || echo 0)
-        line=$("$BENCH" --device cuda --model "$model" --seq "$seq" --batch "$batch" --precision "$precision" \
-                 --fused-attention "$fused" --graphed "$graphed" --steps 10 --warmup 3 --peak-tflops "$PEAK" 2>"$ERR") || {
-          printf "%-11s %4s %5s %-9s %-16s failed: %s\n" "$model" "$seq" "$batch" "$precision" "$variant" "$(tail -n 1 "$ERR")"
-          continue
-        }
-        python3 - "$line" "$variant" <<'PY'
-import json, sys
-r = json.loads(sys.argv[1])
-print(f"{r['model']:<11} {r['seq']:>4} {r['batch']:>5} {r['precision']:<9} {sys.argv[2]:<16} {r['sequences_per_second']:>10.1f} "
-      f"{r['model_tflops']:>9.1f} {r['mfu']:>6.1%} {r['memory']['peak_backend_mib'] / 1024:>10.2f}")
-PY
+        row "$model" "$seq" "$batch" "$precision" "$variant" --fused-attention "$fused" --graphed "$graphed" \
+          --steps 10 --warmup 3
       done
     done
   done
 done
+if [ -d "$DATA/real512/train" ] && [ -d "$DATA/bins512/bin_0" ]; then
+  real=(--steps 30 --warmup 20 --unpad 1)
+  row bert-large 512 16 bf16 "reference (packed)" --fused-attention 0 --data "$DATA/real512/train" "${real[@]}"
+  row bert-large 512 16 bf16 "fused (packed)" --fused-attention 1 --data "$DATA/real512/train" "${real[@]}"
+  row bert-large 512 16 bf16 "fused (bins)" --fused-attention 1 --data "$DATA/bins512" --length-bins 1 "${real[@]}"
+  row bert-large 512 16 bf16 "fused+graphs (bins)" --fused-attention 1 --graphed 1 --data "$DATA/bins512" \
+    --length-bins 1 "${real[@]}"
+else
+  echo "(no real sequences in $DATA: the real-data rows are left out)"
+fi
 rm -f "$ERR"

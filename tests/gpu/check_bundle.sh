@@ -4,7 +4,7 @@
 # C/C++ runtime, the bundle and CUDA's libraries (bind-mounted, as the GPU machine provides them
 # from NVIDIA's packages) — so no Debian -dev package or other library of this machine is on the
 # path. There the GPU programs must skip (exit 77, "no CUDA device") and the CPU runs of bert-bench
-# and bench_op_profile must work. Exits 77 itself where it cannot chroot (not root).
+# (on the bundle's real sequences too) and bench_op_profile must work. Exits 77 itself where it cannot chroot (not root).
 #
 # usage: bash tests/gpu/check_bundle.sh BUILD_DIR
 set -euo pipefail
@@ -52,8 +52,12 @@ for program in gpu_cuda_ops_vs_cpu gpu_cuda_casts gpu_weight_mirror gpu_fused_at
     failures=$((failures + 1))
   fi
 done
-for run in "bert-bench --model bert-tiny --batch 2 --seq 32 --steps 1" \
-           "bench_op_profile --model bert-tiny --batch 2 --seq 32 --steps 1"; do
+runs=("bert-bench --model bert-tiny --batch 2 --seq 32 --steps 1"
+      "bench_op_profile --model bert-tiny --batch 2 --seq 32 --steps 1")
+# The real sequences bench_gpu.sh reads (packed with ../shared present), read as it reads them.
+[ -d "$BUNDLE/data/bins512" ] &&
+  runs+=("bert-bench --model bert-tiny --batch 2 --seq 512 --steps 1 --unpad 1 --data /bundle/data/bins512 --length-bins 1")
+for run in "${runs[@]}"; do
   read -r program args <<< "$run"
   # shellcheck disable=SC2086
   if out=$(cd "$ROOT" && in_root "/bundle/bin/$program" $args 2>&1); then

@@ -41,6 +41,17 @@ strip --strip-unneeded "$OUT"/lib/*.so* 2>/dev/null || true
 tar -C "$OUT" -cf - lib | xz -6 -T2 > "$OUT/lib.tar.xz"
 rm -rf "$OUT/lib"
 cp tests/bench/bench_gpu.sh tests/gpu/run_bundle.sh "$OUT/scripts/"
+# Real sequences for bench_gpu.sh's phase-2 rows: wikitext-2 validation (../shared/data) as
+# seq-512 shards and their length bins (about 2 MB); left out, with a line, without ../shared.
+SHARED=../shared/data
+if [ -f "$SHARED/wikitext2-valid.txt" ]; then
+  "$BUILD/src/tools/bert-prep" shards --vocab "$SHARED/bert-uncased-vocab.txt" --output "$OUT/data/real512" \
+    --max-seq-length 512 --max-predictions 80 --dupe-factor 1 --shards 1 --eval-fraction 0 \
+    "$SHARED/wikitext2-valid.txt" > /dev/null
+  "$BUILD/src/tools/bert-prep" bins --output "$OUT/data/bins512" "$OUT/data/real512/train"/*.hdf5 > /dev/null
+else
+  echo "pack_bundle: no $SHARED/wikitext2-valid.txt: the bundle has no real data (bench_gpu.sh skips its rows)"
+fi
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "nvcc: $(nvcc --version 2>/dev/null | tail -n 1)"

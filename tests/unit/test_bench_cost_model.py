@@ -1,8 +1,8 @@
 """bert-bench --cost-model from the command line, on bert-tiny: the fused attention replaces the
 reference attention's kernels (fewer launches, the JSON says so), the prediction reports the real
 tokens' share of the full-length sequences, the fused attention recorded in CUDA graphs (--graphed
-1) takes less time than launched call by call, and an A100 (no fused-attention rate known) is
-refused by name with exit status 1."""
+1) takes less time than launched call by call, an A100 (no fused-attention rate known) is
+refused by name with exit status 1, and length bins (a mix of steps, not one) with exit status 2."""
 import json
 import subprocess
 import sys
@@ -32,6 +32,8 @@ def main() -> int:
     graphed = summary(bench(binary, "h100", "--fused-attention", "1", "--graphed", "1"))
     assert graphed["graphed"] is True and graphed["fused_attention"] is True, graphed
     assert graphed["predicted_step_seconds"] < fused["predicted_step_seconds"], (graphed, fused)
+    bins = bench(binary, "h100", "--data", "bins", "--length-bins", "1")
+    assert bins.returncode == 2 and "give it one bin, --data DIR/bin_K" in bins.stderr, bins.stderr
     print(f"reference {reference['launches']} launches, fused {fused['launches']}; "
           f"real tokens {100 * fused['real_token_share']:.1f}%; fused step "
           f"{1e3 * fused['predicted_step_seconds']:.3f} ms, graphed {1e3 * graphed['predicted_step_seconds']:.3f} ms")
