@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/philox.h"
+
 namespace bert {
 
 class PrepRandom {
@@ -52,12 +54,7 @@ class PrepRandom {
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static uint64_t splitmix(uint64_t& x) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  static uint64_t splitmix(uint64_t& x) { return mix64(x += 0x9E3779B97F4A7C15ull); }
   uint64_t state_[4];
 };
 
