@@ -16,28 +16,14 @@ constexpr uint32_t kBinStream = 0xB1A5u;  // Philox tensor id of the bin draws
 class LengthBinSource : public DataSource {
  public:
   explicit LengthBinSource(const ShardSourceOptions& o) : options_(o) {
-    namespace fs = std::filesystem;
-    const ShardLimits limits{o.max_seq_length, o.max_predictions_per_seq, o.vocab_size};
-    for (int b = 0;; ++b) {
-      const fs::path dir = fs::path(o.path) / ("bin_" + std::to_string(b));
-      std::error_code ec;
-      if (!fs::is_directory(dir, ec)) break;
+    for (const LengthBin& b : list_length_bins(o)) {
       ShardSourceOptions bin = o;
-      bin.path = dir.string();
-      uint64_t rows = 0;
-      try {
-        for (const std::string& f : list_shards(bin.path)) rows += static_cast<uint64_t>(inspect_shard(f, limits, o.format).rows);
-      } catch (const Error& e) {
-        if (e.code() != Code::data) throw;
-        continue;  // an empty bin: bert-prep writes no file for a bin without sequences
-      }
-      names_.push_back(dir.filename().string());
-      weights_.push_back(rows);
-      total_ += rows;
+      bin.path = b.path;
+      names_.push_back(b.name);
+      weights_.push_back(b.rows);
+      total_ += b.rows;
       sources_.push_back(make_shard_source(bin));
     }
-    BERT_CHECK(!sources_.empty(), Code::data, "data.length_bins: '", o.path,
-               "' holds no bin_0, bin_1, ... directories with shards (make them with bert-prep bins)");
     taken_.assign(sources_.size(), 0);
   }
 
@@ -89,6 +75,28 @@ class LengthBinSource : public DataSource {
 };
 
 }  // namespace
+
+std::vector<LengthBin> list_length_bins(const ShardSourceOptions& o) {
+  namespace fs = std::filesystem;
+  const ShardLimits limits{o.max_seq_length, o.max_predictions_per_seq, o.vocab_size};
+  std::vector<LengthBin> bins;
+  for (int b = 0;; ++b) {
+    const fs::path dir = fs::path(o.path) / ("bin_" + std::to_string(b));
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) break;
+    LengthBin bin{dir.filename().string(), dir.string(), 0};
+    try {
+      for (const std::string& f : list_shards(bin.path)) bin.rows += static_cast<uint64_t>(inspect_shard(f, limits, o.format).rows);
+    } catch (const Error& e) {
+      if (e.code() != Code::data) throw;
+      continue;  // an empty bin: bert-prep writes no file for a bin without sequences
+    }
+    bins.push_back(std::move(bin));
+  }
+  BERT_CHECK(!bins.empty(), Code::data, "data.length_bins: '", o.path,
+             "' holds no bin_0, bin_1, ... directories with shards (make them with bert-prep bins)");
+  return bins;
+}
 
 std::unique_ptr<DataSource> make_length_bin_source(const ShardSourceOptions& options) {
   return std::make_unique<LengthBinSource>(options);

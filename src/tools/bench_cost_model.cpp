@@ -2,6 +2,7 @@
 // sends and receives 2(W-1)/W of the fp32 gradient over its link, added after the step's kernels
 // (no overlap with the backward pass, so an upper bound); with a sharded optimizer the same bytes
 // move as reduce-scatter + all-gather and the optimizer's kernels run on 1/W of the parameters.
+// With data.length_bins each bin's step is predicted and the bins' mix weighted by sequences.
 #include "bench_cost_model.h"
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "backend/cost_model_ops.h"
 #include "core/error.h"
+#include "data/length_bin_source.h"
 #include "dist/communicator.h"
 #include "session/session.h"
 
@@ -27,6 +29,84 @@ void print_rows(const char* title, const std::vector<bert::CostRow>& rows, doubl
   }
 }
 
+// The request's session config as the cost model runs it: on the "cpu" device (the session's own
+// backend is replaced; the CPU one is cheapest to make) in fp32, the CUDA options modelled by
+// CostModelOptions instead.
+nlohmann::json modelled_config(const CostModelRequest& q, nlohmann::json config) {
+  config["device"] = "cpu";
+  config["train"]["precision"] = "fp32";
+  config["train"]["threads"] = 1;
+  config["train"]["fused_attention"] = false;
+  if (q.precision == "fp16") config["train"]["loss_scaling"] = "dynamic";
+  return config;
+}
+
+// One modelled step and what the printout names beside its prediction.
+struct ModelledStep {
+  bert::StepPrediction p;
+  double model_flops = 0, real_token_share = 0, arena_mib = 0;
+  int64_t params = 0;
+};
+
+// Runs two steps of `config` on CostModelOps and predicts the second on `device` (the
+// all-reduce, when world > 1, over a link of `link` bytes/s).
+ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config, const bert::CostModelOptions& options,
+                        const bert::DeviceModel& device, double link) {
+  // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
+  // device this session is configured with, so they are switched on after it).
+  bert::SessionConfig session_config = bert::parse_session_config(modelled_config(q, config).dump());
+  session_config.train.cuda_graphs = q.graphed;
+  bert::CostModelOps* model = nullptr;
+  bert::Session session(session_config, bert::make_local_communicator(), [&](std::unique_ptr<bert::Ops>) {
+    auto ops = std::make_unique<bert::CostModelOps>(options);
+    model = ops.get();
+    return ops;
+  });
+  // The first step grows scratch and runs its micro-batch directly; the second (which records
+  // its micro-batch when graphed, as later ones replay it) is the steady state.
+  session.step(nullptr);
+  model->reset();
+  const bert::StepStats measured = session.step(nullptr);
+  ModelledStep m;
+  // Model FLOPs count full-length sequences (as DLE and MLPerf do); real data has fewer tokens.
+  m.real_token_share = static_cast<double>(measured.tokens) /
+                       (static_cast<double>(q.batch) * session.config().data.max_seq_length);
+  m.model_flops = q.model_flops(session.config().model.to_json());
+  m.arena_mib = static_cast<double>(session.model().arena_bytes()) / 1048576.0;
+  m.params = session.model().params().total_elems;
+
+  std::vector<bert::KernelCost> kernels = model->kernels();
+  if (q.shard_optimizer) {
+    for (bert::KernelCost& k : kernels) {
+      if (!is_optimizer_op(k.op)) continue;
+      k.flops /= q.world;
+      k.read_bytes /= q.world;
+      k.write_bytes /= q.world;
+    }
+  }
+  if (q.world > 1) {
+    const double bytes = 2.0 * (q.world - 1) / q.world * 4.0 * static_cast<double>(m.params);
+    bert::KernelCost reduce;
+    reduce.op = q.shard_optimizer ? "reduce-scatter + all-gather" : "allreduce (ring)";
+    reduce.kind = "communication";
+    reduce.host_bytes = bytes;  // over the link: bandwidth applied below
+    reduce.launches = q.shard_optimizer ? 2 : 1;
+    kernels.push_back(reduce);
+  }
+  bert::DeviceModel with_link = device;
+  with_link.host_link = link;
+  // Host copies run over the host link, the collective over the GPU link: predict them apart.
+  std::vector<bert::KernelCost> local, collective;
+  for (const bert::KernelCost& k : kernels) (k.kind == "communication" ? collective : local).push_back(k);
+  m.p = bert::predict_step(local, device);
+  const bert::StepPrediction c = bert::predict_step(collective, with_link);
+  m.p.by_op.insert(m.p.by_op.end(), c.by_op.begin(), c.by_op.end());
+  m.p.by_kind.insert(m.p.by_kind.end(), c.by_kind.begin(), c.by_kind.end());
+  m.p.seconds += c.seconds;
+  m.p.launches += c.launches;
+  return m;
+}
+
 }  // namespace
 
 int run_cost_model(const CostModelRequest& q) {
@@ -40,94 +120,84 @@ int run_cost_model(const CostModelRequest& q) {
     BERT_CHECK(!q.shard_optimizer || q.world > 1, bert::Code::invalid_argument,
                "--shard-optimizer 1 needs --world 2 or more");
     const double link = q.link_gbs > 0 ? q.link_gbs * 1e9 : (q.device == "h100" ? 450e9 : 300e9);  // NVLink 4 / 3
-
-    nlohmann::json config = q.config;
-    config["device"] = "cpu";  // the session's own backend is replaced; the CPU one is cheapest to make
-    config["train"]["precision"] = "fp32";
-    config["train"]["threads"] = 1;
-    config["train"]["fused_attention"] = false;  // a CUDA option; modelled by CostModelOptions
-    if (q.precision == "fp16") config["train"]["loss_scaling"] = "dynamic";
     bert::CostModelOptions options;
     options.precision = q.precision;
     options.activations_16bit = lowp && q.activations_16bit;  // as the session runs bf16/fp16
     options.fused_attention = q.fused_attention;
-    // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
-    // device this session is configured with, so they are switched on after it).
-    bert::SessionConfig session_config = bert::parse_session_config(config.dump());
-    session_config.train.cuda_graphs = q.graphed;
-    bert::CostModelOps* model = nullptr;
-    bert::Session session(session_config, bert::make_local_communicator(),
-                          [&](std::unique_ptr<bert::Ops>) {
-                            auto ops = std::make_unique<bert::CostModelOps>(options);
-                            model = ops.get();
-                            return ops;
-                          });
-    // The first step grows scratch and runs its micro-batch directly; the second (which records
-    // its micro-batch when graphed, as later ones replay it) is the steady state.
-    session.step(nullptr);
-    model->reset();
-    const bert::StepStats measured = session.step(nullptr);
-    // Model FLOPs count full-length sequences (as DLE and MLPerf do); real data has fewer tokens.
-    const double real_token_share = static_cast<double>(measured.tokens) /
-                                    (static_cast<double>(q.batch) * session.config().data.max_seq_length);
-
-    std::vector<bert::KernelCost> kernels = model->kernels();
-    if (q.shard_optimizer) {
-      for (bert::KernelCost& k : kernels) {
-        if (!is_optimizer_op(k.op)) continue;
-        k.flops /= q.world;
-        k.read_bytes /= q.world;
-        k.write_bytes /= q.world;
-      }
-    }
-    const int64_t params = session.model().params().total_elems;
-    if (q.world > 1) {
-      const double bytes = 2.0 * (q.world - 1) / q.world * 4.0 * static_cast<double>(params);
-      bert::KernelCost reduce;
-      reduce.op = q.shard_optimizer ? "reduce-scatter + all-gather" : "allreduce (ring)";
-      reduce.kind = "communication";
-      reduce.host_bytes = bytes;  // over the link: bandwidth applied below
-      reduce.launches = q.shard_optimizer ? 2 : 1;
-      kernels.push_back(reduce);
-    }
-    bert::DeviceModel with_link = device;
-    with_link.host_link = link;
-    // Host copies run over the host link, the collective over the GPU link: predict them apart.
-    std::vector<bert::KernelCost> local, collective;
-    for (const bert::KernelCost& k : kernels) (k.kind == "communication" ? collective : local).push_back(k);
-    bert::StepPrediction p = bert::predict_step(local, device);
-    const bert::StepPrediction c = bert::predict_step(collective, with_link);
-    p.by_op.insert(p.by_op.end(), c.by_op.begin(), c.by_op.end());
-    p.by_kind.insert(p.by_kind.end(), c.by_kind.begin(), c.by_kind.end());
-    p.seconds += c.seconds;
-    p.launches += c.launches;
-
-    const double model_flops = q.model_flops(session.config().model.to_json());
-    const double mfu = model_flops / p.seconds / gemm_peak;
     std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s activations, %s\n",
                 q.device.c_str(), q.precision.c_str(), gemm_peak / 1e12, lowp ? "16-bit" : q.precision.c_str(),
                 device.bandwidth / 1e12, options.activations_16bit ? q.precision.c_str() : "fp32",
                 q.graphed ? "micro-batches graphed (no launch cost inside), 4 us per other launch" : "4 us per launch");
+    nlohmann::json summary = {{"cost_model", q.device},
+                              {"precision", q.precision},
+                              {"graphed", q.graphed},
+                              {"world", q.world},
+                              {"fused_attention", q.fused_attention},
+                              {"activations_16bit", options.activations_16bit},
+                              {"shard_optimizer", q.shard_optimizer}};
+    const nlohmann::json& data = q.config["data"];
+    if (data.value("length_bins", false)) {
+      // Each bin's step, then their mix: the session draws a bin per batch in proportion to its
+      // sequences, so the expected step time is the bins' step times weighted by their sequences.
+      const bert::SessionConfig c = bert::parse_session_config(modelled_config(q, q.config).dump());
+      bert::ShardSourceOptions o;
+      o.path = c.data.train_dir;
+      o.format = c.data.format;
+      o.max_seq_length = c.data.max_seq_length;
+      o.max_predictions_per_seq = c.data.max_predictions_per_seq;
+      o.vocab_size = c.model.vocab_size;
+      std::printf("%-8s %10s %10s %12s %12s\n", "bin", "sequences", "step ms", "sequences/s", "real tokens");
+      double weighted_seconds = 0, weighted_share = 0, sequences = 0, model_flops = 0;
+      nlohmann::json bins = nlohmann::json::array();
+      for (const bert::LengthBin& bin : bert::list_length_bins(o)) {
+        nlohmann::json config = q.config;
+        config["data"]["train_dir"] = bin.path;
+        config["data"]["length_bins"] = false;
+        const ModelledStep m = model_step(q, config, options, device, link);
+        std::printf("%-8s %10llu %10.3f %12.1f %11.1f%%\n", bin.name.c_str(), static_cast<unsigned long long>(bin.rows),
+                    m.p.seconds * 1e3, q.batch / m.p.seconds, 100 * m.real_token_share);
+        weighted_seconds += static_cast<double>(bin.rows) * m.p.seconds;
+        weighted_share += static_cast<double>(bin.rows) * m.real_token_share;
+        sequences += static_cast<double>(bin.rows);
+        model_flops = m.model_flops;
+        bins.push_back({{"bin", bin.name}, {"sequences", bin.rows}, {"predicted_step_seconds", m.p.seconds},
+                        {"real_token_share", m.real_token_share}});
+      }
+      const double step = weighted_seconds / sequences, mfu = model_flops / step / gemm_peak;
+      const double real_token_share = weighted_share / sequences;
+      std::printf("\npredicted step over the bins' mix (each drawn in proportion to its sequences) %.3f ms, "
+                  "%.1f sequences/s per GPU, MFU %.1f%% (model FLOPs of full-length sequences; real tokens "
+                  "%.1f%% of them)\n",
+                  step * 1e3, q.batch / step, 100 * mfu, 100 * real_token_share);
+      summary.update({{"length_bins", bins},
+                      {"predicted_step_seconds", step},
+                      {"predicted_sequences_per_second", q.batch / step},
+                      {"predicted_mfu", mfu},
+                      {"model_flops", model_flops},
+                      {"real_token_share", real_token_share}});
+      std::printf("%s\n", summary.dump().c_str());
+      return 0;
+    }
+
+    const ModelledStep m = model_step(q, q.config, options, device, link);
+    const bert::StepPrediction& p = m.p;
+    const double mfu = m.model_flops / p.seconds / gemm_peak;
     print_rows("op", p.by_op, p.seconds);
     std::printf("\n");
     print_rows("kernel kind", p.by_kind, p.seconds);
-    const double arena_mib = static_cast<double>(session.model().arena_bytes()) / 1048576.0;
     std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs of full-length "
                 "sequences; real tokens %.1f%% of them), %lld launches\n"
                 "activation arena %.1f MiB (the engine's own accounting for this shape)\n",
-                p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, model_flops / 1e12, 100 * real_token_share,
-                static_cast<long long>(p.launches), arena_mib);
-    nlohmann::json summary = {{"cost_model", q.device},  {"precision", q.precision},
-                              {"graphed", q.graphed},    {"world", q.world},
-                              {"fused_attention", q.fused_attention},
-                              {"activations_16bit", options.activations_16bit},
-                              {"shard_optimizer", q.shard_optimizer},
-                              {"predicted_step_seconds", p.seconds},
-                              {"predicted_sequences_per_second", q.batch / p.seconds},
-                              {"predicted_mfu", mfu},    {"model_flops", model_flops},
-                              {"launches", p.launches},  {"parameters", params},
-                              {"real_token_share", real_token_share},
-                              {"activation_arena_mib", arena_mib}};
+                p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, m.model_flops / 1e12, 100 * m.real_token_share,
+                static_cast<long long>(p.launches), m.arena_mib);
+    summary.update({{"predicted_step_seconds", p.seconds},
+                    {"predicted_sequences_per_second", q.batch / p.seconds},
+                    {"predicted_mfu", mfu},
+                    {"model_flops", m.model_flops},
+                    {"launches", p.launches},
+                    {"parameters", m.params},
+                    {"real_token_share", m.real_token_share},
+                    {"activation_arena_mib", m.arena_mib}});
     std::printf("%s\n", summary.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

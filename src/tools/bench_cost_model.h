@@ -1,6 +1,7 @@
 // bert-bench --cost-model DEVICE: one training step of the requested shape run through the
 // session on CostModelOps (no arithmetic), then the predicted step on that GPU printed as tables
-// per op and per kernel kind, with sequences/s and model-FLOPs utilisation — a prediction.
+// per op and per kernel kind, with sequences/s and model-FLOPs utilisation — a prediction. With
+// data.length_bins: one line per bin and the mix the session's bin draws make.
 #pragma once
 
 #include <functional>

@@ -46,8 +46,8 @@ constexpr const char* kUsage =
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
     "                  [--link-gbs GB/s] [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
     "                  [--fused-attention 0|1] [--data SHARD_DIR] [--unpad 0|1]\n"
-    "                  (a prediction of one step: no GPU needed; --activations-16bit 0 models fp32\n"
-    "                  activations; length bins one at a time: --data DIR/bin_K)\n";
+    "                  [--length-bins 0|1] (a prediction: no GPU needed; --activations-16bit 0\n"
+    "                  models fp32 activations; --length-bins 1: each bin's step and their mix)\n";
 
 }  // namespace
 
@@ -100,9 +100,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --recompute must be none, gelu, attention or all, got '%s'\n", recompute.c_str());
     return 2;
   }
-  if (length_bins && (data_dir.empty() || !cost_model.empty())) {
-    std::fprintf(stderr, "error: --length-bins 1 needs --data DIR (the output of bert-prep bins)%s\n",
-                 cost_model.empty() ? "" : "; the cost model predicts one step: give it one bin, --data DIR/bin_K");
+  if (length_bins && data_dir.empty()) {
+    std::fprintf(stderr, "error: --length-bins 1 needs --data DIR (the output of bert-prep bins)\n");
     return 2;
   }
   if (predictions < 0) predictions = seq >= 512 ? 80 : seq * 20 / 128;

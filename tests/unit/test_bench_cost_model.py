@@ -2,10 +2,16 @@
 reference attention's kernels (fewer launches, the JSON says so), the prediction reports the real
 tokens' share of the full-length sequences, the fused attention recorded in CUDA graphs (--graphed
 1) takes less time than launched call by call, an A100 (no fused-attention rate known) is
-refused by name with exit status 1, and length bins (a mix of steps, not one) with exit status 2."""
+refused by name with exit status 1. With --length-bins 1 (bert-prep bins of synthetic text) each
+bin's step is predicted and the mix is their average weighted by the bins' sequences.
+
+usage: test_bench_cost_model.py BERT_BENCH BERT_PREP"""
 import json
+import random
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 
 def bench(binary: str, *args: str) -> subprocess.CompletedProcess:
@@ -18,8 +24,48 @@ def summary(run: subprocess.CompletedProcess) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+def binned_shards(prep: str, work: Path) -> Path:
+    """Synthetic documents of 1 to 12 sentences, as seq-64 shards split into 4 length bins."""
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(300)]
+    docs = ["\n".join(" ".join(rng.choices(words, k=rng.randint(3, 14))) for _ in range(rng.randint(1, 12)))
+            for _ in range(120)]
+    (work / "corpus.txt").write_text("\n\n".join(docs) + "\n")
+    def run(*args: str) -> None:
+        done = subprocess.run([prep, *args], capture_output=True, text=True)
+        assert done.returncode == 0, (args, done.stderr)
+    run("vocab", "--size", "400", "--output", str(work / "vocab.txt"), str(work / "corpus.txt"))
+    run("shards", "--vocab", str(work / "vocab.txt"), "--output", str(work / "shards"), "--max-seq-length", "64",
+        "--max-predictions", "10", "--dupe-factor", "1", "--shards", "1", "--eval-fraction", "0",
+        str(work / "corpus.txt"))
+    run("bins", "--output", str(work / "bins"), "--max-seq-length", "64", "--max-predictions", "10",
+        *map(str, sorted((work / "shards" / "train").glob("*.hdf5"))))
+    return work / "bins"
+
+
+def check_length_bins(binary: str, prep: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        bins = binned_shards(prep, Path(tmp))
+        mix = summary(bench(binary, "h100", "--fused-attention", "1", "--unpad", "1", "--data", str(bins),
+                            "--length-bins", "1"))
+    per_bin = mix["length_bins"]
+    assert len(per_bin) >= 2, per_bin
+    sequences = sum(b["sequences"] for b in per_bin)
+    expected = sum(b["sequences"] * b["predicted_step_seconds"] for b in per_bin) / sequences
+    assert abs(mix["predicted_step_seconds"] - expected) <= 1e-12 * expected, (mix, expected)
+    steps = [b["predicted_step_seconds"] for b in per_bin]
+    shares = [b["real_token_share"] for b in per_bin]
+    assert all(a < b for a, b in zip(shares, shares[1:])), "bins of longer sequences: %s" % shares
+    assert all(a < b for a, b in zip(steps, steps[1:])), "packed, longer bins take longer steps: %s" % steps
+    assert abs(mix["predicted_sequences_per_second"] - 8 / expected) <= 1e-9 * (8 / expected)
+    no_data = subprocess.run([binary, "--length-bins", "1"], capture_output=True, text=True)
+    assert no_data.returncode == 2 and "--length-bins 1 needs --data DIR" in no_data.stderr, no_data.stderr
+    return (f"{len(per_bin)} bins of {sequences} sequences: steps "
+            + " / ".join(f"{1e3 * t:.3f}" for t in steps) + f" ms, mix {1e3 * expected:.3f} ms")
+
+
 def main() -> int:
-    binary = sys.argv[1]
+    binary, prep = sys.argv[1], sys.argv[2]
     reference = summary(bench(binary, "h100"))
     fused = summary(bench(binary, "h100", "--fused-attention", "1"))
     assert reference["fused_attention"] is False and fused["fused_attention"] is True, (reference, fused)
@@ -32,11 +78,10 @@ def main() -> int:
     graphed = summary(bench(binary, "h100", "--fused-attention", "1", "--graphed", "1"))
     assert graphed["graphed"] is True and graphed["fused_attention"] is True, graphed
     assert graphed["predicted_step_seconds"] < fused["predicted_step_seconds"], (graphed, fused)
-    bins = bench(binary, "h100", "--data", "bins", "--length-bins", "1")
-    assert bins.returncode == 2 and "give it one bin, --data DIR/bin_K" in bins.stderr, bins.stderr
     print(f"reference {reference['launches']} launches, fused {fused['launches']}; "
           f"real tokens {100 * fused['real_token_share']:.1f}%; fused step "
           f"{1e3 * fused['predicted_step_seconds']:.3f} ms, graphed {1e3 * graphed['predicted_step_seconds']:.3f} ms")
+    print("length bins: " + check_length_bins(binary, prep))
     return 0
 
 
