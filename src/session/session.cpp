@@ -56,20 +56,6 @@ std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   return ops;
 }
 
-BatchView view_of(const HostBatch& b) {
-  BatchView v;
-  v.batch_size = b.batch_size;
-  v.seq_length = b.seq_length;
-  v.max_predictions = b.max_predictions;
-  v.input_ids = b.input_ids.data();
-  v.segment_ids = b.segment_ids.data();
-  v.input_mask = b.input_mask.data();
-  v.masked_lm_positions = b.masked_lm_positions.data();
-  v.masked_lm_ids = b.masked_lm_ids.data();
-  v.next_sentence_labels = b.next_sentence_labels.data();
-  return v;
-}
-
 // Rows [begin, begin + count) of a batch, as a view; `token_labels`: labels are [B, S].
 BatchView slice(const BatchView& b, int begin, int count, bool token_labels) {
   BatchView v = b;
@@ -190,6 +176,20 @@ void adapt_to_task(const ParamTable& table, const float* flat, const std::string
 }
 
 }  // namespace
+
+BatchView view_of(const HostBatch& b) {
+  BatchView v;
+  v.batch_size = b.batch_size;
+  v.seq_length = b.seq_length;
+  v.max_predictions = b.max_predictions;
+  v.input_ids = b.input_ids.data();
+  v.segment_ids = b.segment_ids.data();
+  v.input_mask = b.input_mask.data();
+  v.masked_lm_positions = b.masked_lm_positions.data();
+  v.masked_lm_ids = b.masked_lm_ids.data();
+  v.next_sentence_labels = b.next_sentence_labels.data();
+  return v;
+}
 
 Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend)
     : config_(config), comm_(std::move(comm)), scaler_(config.train.loss_scale) {

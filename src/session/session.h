@@ -27,6 +27,9 @@ namespace bert {
 
 struct CheckpointContents;
 
+// The pretraining view of a host batch (its pointers borrowed; no fine-tuning labels).
+BatchView view_of(const HostBatch& b);
+
 struct StepStats {
   int64_t step = 0;
   double loss = 0, mlm_loss = 0, nsp_loss = 0;  // loss: the task's loss (pretraining: mlm + nsp)

@@ -235,16 +235,7 @@ void expect_cost_model_matches_emulator(bool unpad) {
   std::unique_ptr<DataSource> source = make_synthetic_source(data);
   HostBatch batch;
   source->next(batch, B);
-  BatchView v;
-  v.batch_size = B;
-  v.seq_length = S;
-  v.max_predictions = P;
-  v.input_ids = batch.input_ids.data();
-  v.segment_ids = batch.segment_ids.data();
-  v.input_mask = batch.input_mask.data();
-  v.masked_lm_positions = batch.masked_lm_positions.data();
-  v.masked_lm_ids = batch.masked_lm_ids.data();
-  v.next_sentence_labels = batch.next_sentence_labels.data();
+  const BatchView v = view_of(batch);
   session.step(&v);  // first step: scratch buffers grow (allocations, zero fills, waits)
   model->reset();
   emulator->reset();

@@ -6,45 +6,37 @@
 #include <vector>
 
 #include "model/model_inputs.h"
+#include "session/session.h"
 
 namespace bert {
 namespace {
 
 // Three sequences of S = 32 positions: real lengths 5, 17 and 9; sample 2's mask has a hole (its
 // last real token at position 20), sample 0 has a masked position (7) beyond its real tokens.
-struct Batch {
-  static constexpr int B = 3, S = 32, P = 2;
-  std::vector<int32_t> ids, seg, mask, pos{3, 7, 1, 16, 2, 0}, labels{11, 12, 13, 14, 15, 0}, nsp{0, 1, 0};
-  Batch() : ids(B * S, 0), seg(B * S, 0), mask(B * S, 0) {
-    const int real[B] = {5, 17, 8};
-    for (int b = 0; b < B; ++b) {
-      for (int s = 0; s < real[b]; ++s) {
-        ids[b * S + s] = 5 + s;
-        mask[b * S + s] = 1;
-      }
+constexpr int B = 3, S = 32, P = 2;
+HostBatch test_batch() {
+  HostBatch batch;
+  batch.resize(B, S, P);
+  const int real[B] = {5, 17, 8};
+  for (int b = 0; b < B; ++b) {
+    for (int s = 0; s < real[b]; ++s) {
+      batch.input_ids[b * S + s] = 5 + s;
+      batch.input_mask[b * S + s] = 1;
     }
-    ids[2 * S + 20] = 42;
-    mask[2 * S + 20] = 1;
   }
-  BatchView view() const {
-    BatchView v;
-    v.batch_size = B;
-    v.seq_length = S;
-    v.max_predictions = P;
-    v.input_ids = ids.data();
-    v.segment_ids = seg.data();
-    v.input_mask = mask.data();
-    v.masked_lm_positions = pos.data();
-    v.masked_lm_ids = labels.data();
-    v.next_sentence_labels = nsp.data();
-    return v;
-  }
-};
+  batch.input_ids[2 * S + 20] = 42;
+  batch.input_mask[2 * S + 20] = 1;
+  batch.masked_lm_positions = {3, 7, 1, 16, 2, 0};
+  batch.masked_lm_ids = {11, 12, 13, 14, 15, 0};
+  batch.next_sentence_labels = {0, 1, 0};
+  return batch;
+}
 
 ModelInputs build(Padding padding) {
   BertConfig config;
   config.vocab_size = 100;
-  return build_model_inputs(Batch().view(), config, TaskConfig{}, Batch::B, Batch::S, Batch::P, padding, true);
+  const HostBatch batch = test_batch();
+  return build_model_inputs(view_of(batch), config, TaskConfig{}, B, S, P, padding, true);
 }
 
 TEST(ModelInputs, PaddedToAMultipleKeepsTheLongestUsedLengthRoundedUp) {
