@@ -254,10 +254,9 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     if (config_.data.unpad) graphs += " (batches padded to a multiple of " + std::to_string(padding().multiple) + " tokens)";
   }
   log_message(log_info, "session: " + config_.model.to_json().dump() + " " + config_.task.name() +
-                            (config_.inference ? " (inference)" : "") + " on " + ops_->name() +
-                            graphs +
-                            ", activation arena " +
-                            std::to_string(model_->arena_bytes() >> 20) + " MiB, data " + data);
+                            (config_.inference ? " (inference)" : "") + " on " + ops_->name() + graphs +
+                            ", activation arena " + std::to_string(model_->arena_bytes() >> 20) + " MiB, data " +
+                            data);
 }
 
 Session::~Session() = default;

@@ -115,8 +115,6 @@ void parse_log(JsonReader r, LogConfig& l) {
   r.finish();
 }
 
-// "cpu" and "cuda" give -1; "cuda:N" gives N, where N is decimal digits only (no sign, no
-// trailing characters) of at most kMaxDeviceDigits digits.
 // What a recorded (CUDA graph) micro-batch needs: every value that changes between replays read
 // from device memory, and the shapes fixed per recording.
 void check_cuda_graphs(const SessionConfig& c) {
@@ -128,6 +126,8 @@ void check_cuda_graphs(const SessionConfig& c) {
   }
 }
 
+// "cpu" and "cuda" give -1; "cuda:N" gives N, where N is decimal digits only (no sign, no
+// trailing characters) of at most kMaxDeviceDigits digits.
 int parse_device_index(const std::string& device) {
   constexpr size_t kMaxDeviceDigits = 4;
   if (device == "cpu" || device == "cuda") return -1;
