@@ -1,6 +1,7 @@
 // Length-binned training data (data.length_bins): every batch comes from one bin, all ranks draw
 // the same bin at each batch (the draw depends on the seed and the batch index alone), bins are
-// drawn in proportion to their size, and a restored cursor continues exactly.
+// drawn in proportion to their size, a restored cursor continues exactly, and the bins are listed
+// with their sizes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -92,6 +93,25 @@ TEST(LengthBins, RestoredCursorContinuesExactly) {
     a->next(x, kBatch);
     b->next(y, kBatch);
     ASSERT_EQ(x.input_ids, y.input_ids) << "batch " << k;
+  }
+}
+
+// The bins the session and the cost model read: each with its sequences counted; a bin without
+// files (bert-prep writes none for an empty bin) left out, and the listing stops at the first
+// missing index.
+TEST(LengthBins, ListedBinsCountTheirSequences) {
+  TempDir dir;
+  write_bins(dir);
+  std::filesystem::create_directories(dir.file("bin_4"));
+  std::filesystem::create_directories(dir.file("bin_6"));
+  testing::write_shard(dir.file("bin_6/shard_0.h5"),
+                       testing::dle_shard(testing::make_samples(7, 10, 4, 8, 2), kSeq, kPred));
+  const std::vector<LengthBin> bins = list_length_bins(options(dir, 0, 1));
+  ASSERT_EQ(bins.size(), static_cast<size_t>(kBins));
+  for (int b = 0; b < kBins; ++b) {
+    EXPECT_EQ(bins[b].name, "bin_" + std::to_string(b));
+    EXPECT_EQ(bins[b].path, dir.file("bin_" + std::to_string(b)));
+    EXPECT_EQ(bins[b].rows, static_cast<uint64_t>((b + 1) * 40));
   }
 }
 
