@@ -36,6 +36,17 @@ class Communicator {
   // must not be touched in between. This default reduces at once (fp32 only).
   virtual void start_allreduce_sum(float* data, int64_t n, WirePrecision wire, void* stream);
   virtual void finish_allreduce_sums() {}
+  // Queues on `stream` a wait for every started sum and returns without waiting on the host, so
+  // the sums become part of that stream's work and may be recorded with it (a CUDA graph);
+  // wait_for_stream() then waits for them. This default waits on the host at once.
+  virtual void join_allreduce_sums(void* stream) {
+    (void)stream;
+    finish_allreduce_sums();
+  }
+  // Waits on the host for the work queued on `stream`, sums joined into it or replayed with it
+  // included; throws Error(distributed) after dist.timeout_s when a peer never takes part in them.
+  // This default (sums that completed when joined) waits for nothing.
+  virtual void wait_for_stream(void* stream) { (void)stream; }
   // In-place reduction over ranks of n floats in host memory.
   virtual void allreduce_host(float* data, int64_t n, ReduceOp op) = 0;
   // Copies rank 0's n floats (backend memory) to every rank.

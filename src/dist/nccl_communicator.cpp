@@ -5,7 +5,10 @@
 // on the communicator's own stream after the device has finished the backend's queued work.
 // Gradient buckets instead start without blocking: the communicator's stream waits on an event
 // recorded on the backend's stream, so the sums overlap the rest of the backward pass; in
-// bf16/fp16 each bucket is cast into a wire buffer, summed in that type and cast back.
+// bf16/fp16 each bucket is cast into a wire buffer, summed in that type and cast back. Joined
+// buckets (join_allreduce_sums) make the backend's stream wait for the communicator's with a
+// second event, so a CUDA graph recorded on the backend's stream holds the sums too; the host
+// then polls the backend's stream against the same deadline (wait_for_stream).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -98,6 +101,7 @@ class NcclCommunicator : public Communicator {
     BERT_CUDART_CHECK(cudaSetDevice(local_rank_ % devices));
     BERT_CUDART_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     BERT_CUDART_CHECK(cudaEventCreateWithFlags(&backend_done_, cudaEventDisableTiming));
+    BERT_CUDART_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));
     const ncclUniqueId id = bootstrap_id(plan);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -132,6 +136,7 @@ class NcclCommunicator : public Communicator {
     if (scratch_) cudaFree(scratch_);
     if (wire_) cudaFree(wire_);
     if (backend_done_) cudaEventDestroy(backend_done_);
+    if (sums_done_) cudaEventDestroy(sums_done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -147,6 +152,9 @@ class NcclCommunicator : public Communicator {
   void start_allreduce_sum(float* data, int64_t n, WirePrecision wire, void* backend_stream) override {
     const char* what = "allreduce_sum (bucket)";
     check_usable(what);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    BERT_CUDART_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(backend_stream), &capture));
+    capturing_ = capture != cudaStreamCaptureStatusNone;
     BERT_CUDART_CHECK(cudaEventRecord(backend_done_, static_cast<cudaStream_t>(backend_stream)));
     BERT_CUDART_CHECK(cudaStreamWaitEvent(stream_, backend_done_, 0));
     if (wire == WirePrecision::fp32) {
@@ -164,12 +172,19 @@ class NcclCommunicator : public Communicator {
 
   void finish_allreduce_sums() override {
     if (pending_elems_ == 0) return;
-    const int64_t n = pending_elems_;
-    pending_elems_ = 0;
-    wire_used_ = 0;
-    largest_step_wire_bytes_ = std::max(largest_step_wire_bytes_, step_wire_bytes_);
-    step_wire_bytes_ = 0;
-    wait_ready("allreduce_sum (buckets)", n);
+    wait_ready("allreduce_sum (buckets)", end_of_step_sums());
+  }
+
+  void join_allreduce_sums(void* backend_stream) override {
+    if (pending_elems_ == 0) return;
+    BERT_CUDART_CHECK(cudaEventRecord(sums_done_, stream_));
+    BERT_CUDART_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(backend_stream), sums_done_, 0));
+    joined_elems_ = end_of_step_sums();
+  }
+
+  void wait_for_stream(void* backend_stream) override {
+    wait_ready("allreduce_sum (buckets joined to the backend's stream)", joined_elems_,
+               static_cast<cudaStream_t>(backend_stream));
   }
 
   void allreduce_host(float* data, int64_t n, ReduceOp op) override {
@@ -262,15 +277,33 @@ class NcclCommunicator : public Communicator {
     return scratch_;
   }
 
+  // The step's buckets are all started: the wire space is free for the next step's. Returns how
+  // many elements they sum.
+  int64_t end_of_step_sums() {
+    const int64_t n = pending_elems_;
+    pending_elems_ = 0;
+    wire_used_ = 0;
+    largest_step_wire_bytes_ = std::max(largest_step_wire_bytes_, step_wire_bytes_);
+    step_wire_bytes_ = 0;
+    return n;
+  }
+
   // 16-bit wire space for a bucket of n elements. Buckets of one step stay in flight together,
   // so they take consecutive slices. The first bucket of a step grows the buffer to the largest
   // step seen so far (every step cuts the same buckets, so from the second step on it fits);
   // within the first step a short buffer means waiting for the sums in flight and growing to
-  // everything this step has needed so far.
+  // everything this step has needed so far. A recording (CUDA graph) holds the buffer by address,
+  // so it never grows while one is made: the step recorded cuts the buckets the first step (run
+  // directly) sized it for.
   void* wire_words(int64_t n) {
     const size_t bytes = (static_cast<size_t>(n) * 2 + 255) / 256 * 256;
     step_wire_bytes_ += bytes;
-    if (wire_used_ == 0 && pending_elems_ == 0 && wire_bytes_ < largest_step_wire_bytes_) {
+    const bool first_of_step_short = wire_used_ == 0 && pending_elems_ == 0 && wire_bytes_ < largest_step_wire_bytes_;
+    if ((first_of_step_short || wire_used_ + bytes > wire_bytes_) && capturing_) {
+      fail(Code::internal, "NCCL's 16-bit gradient wire buffer (", wire_bytes_,
+           " bytes) would grow while a CUDA graph records the buckets");
+    }
+    if (first_of_step_short) {
       grow_wire(largest_step_wire_bytes_);
     } else if (wire_used_ + bytes > wire_bytes_) {
       if (pending_elems_ > 0) wait_ready("allreduce_sum (buckets)", pending_elems_);
@@ -334,7 +367,10 @@ class NcclCommunicator : public Communicator {
     wait_ready(what, n);
   }
 
-  void wait_ready(const char* what, int64_t n) {
+  // Waits until `stream` (the communicator's own by default) has run its work and NCCL reports
+  // no error, with the deadline.
+  void wait_ready(const char* what, int64_t n, cudaStream_t stream = nullptr) {
+    if (stream == nullptr) stream = stream_;
     Deadline deadline(timeout_s_);
     for (;;) {
       ncclResult_t state = ncclSuccess;
@@ -345,7 +381,7 @@ class NcclCommunicator : public Communicator {
              ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
       }
       if (state == ncclSuccess) {
-        const cudaError_t q = cudaStreamQuery(stream_);
+        const cudaError_t q = cudaStreamQuery(stream);
         if (q == cudaSuccess) return;
         if (q != cudaErrorNotReady) {
           broken_ = true;
@@ -367,12 +403,15 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t backend_done_ = nullptr;
+  cudaEvent_t sums_done_ = nullptr;  // the buckets' sums, for join_allreduce_sums
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   void* wire_ = nullptr;  // 16-bit gradient words of the buckets in flight
   size_t wire_bytes_ = 0, wire_used_ = 0;
   size_t step_wire_bytes_ = 0, largest_step_wire_bytes_ = 0;  // 16-bit bytes of this / the largest step
   int64_t pending_elems_ = 0;
+  int64_t joined_elems_ = 0;  // elements the last joined buckets sum (for messages)
+  bool capturing_ = false;  // the last bucket was started while the backend's stream recorded a graph
   bool broken_ = false;
 };
 

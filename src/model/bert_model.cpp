@@ -293,8 +293,8 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
 
 void BertModel::compute_recorded(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions& backward,
                                  const std::atomic<bool>* abort) {
-  BERT_CHECK(task_.pretraining() && !backward.on_grads_ready && in.layout.uniform_length() > 0, Code::internal,
-             "recorded forward and backward need pretraining on padded batches without on_grads_ready");
+  BERT_CHECK(task_.pretraining() && in.layout.uniform_length() > 0, Code::internal,
+             "recorded forward and backward need pretraining on padded batches");
   check_abort(abort);
   const int64_t masked = labelled(in.mlm_labels);
   const ReplayArgs args{drop.step, masked > 0 ? backward.loss_scale / masked : 0.0f};
@@ -306,7 +306,8 @@ void BertModel::compute_recorded(const ModelInputs& in, const DropoutStream& dro
     ~ClearReplayAt() { at = nullptr; }
   } clear{replay_at_};
   auto body = [&] { compute(in, drop, &backward, nullptr, nullptr); };
-  const RecordingKey key{in.batch_size(), in.tokens(), backward.loss_scale, drop.enabled, drop.seed};
+  const RecordingKey key{in.batch_size(), in.tokens(), backward.loss_scale, drop.enabled, drop.seed,
+                         backward.on_grads_ready != nullptr};
   // A new (fp16 dynamic) loss scale retires the recordings made with the old one.
   std::erase_if(recordings_, [&](const auto& entry) { return entry.first.loss_scale != key.loss_scale; });
   auto [it, first_time] = recordings_.try_emplace(key);

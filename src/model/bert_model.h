@@ -75,9 +75,11 @@ struct OutputRequest {
 // encoder layer (last first), and with 0 after the embeddings — so a caller can start
 // reducing gradients while the backward pass goes on.
 // recorded: run the forward and backward as work the backend recorded for this micro-batch's shape
-// (CUDA graphs; pretraining, padded batches, no on_grads_ready): the first micro-batch of a shape
-// runs directly, the second records it, later ones replay it, with the inputs and the dropout step
-// uploaded before. Results equal the direct run's bit for bit.
+// (CUDA graphs; pretraining, padded batches): the first micro-batch of a shape runs directly, the
+// second records it, later ones replay it, with the inputs and the dropout step uploaded before.
+// Results equal the direct run's bit for bit. With on_grads_ready the work it queues on the
+// backend (the same for every micro-batch of that shape) is recorded too; a replay queues it again
+// without calling it (recording_counts().replayed tells the caller).
 struct BackwardOptions {
   float loss_scale = 1.0f;
   std::function<void(int64_t offset)> on_grads_ready;
@@ -139,6 +141,7 @@ class BertModel {
     float loss_scale;
     bool dropout;
     uint64_t seed;
+    bool grads_ready;  // the backward calls on_grads_ready, whose queued work is recorded with it
     auto operator<=>(const RecordingKey&) const = default;
   };
   void upload_inputs(const ModelInputs& in);

@@ -224,10 +224,14 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   if (!config_.inference) {
     // Per-rank clipping needs the whole local gradient before any of it is reduced.
     // A sharded optimizer reduce-scatters the gradient after the backward pass (no buckets).
+    // The local communicator has nothing to reduce (and buckets would give each batch shape a
+    // second CUDA graph). With CUDA graphs the buckets are recorded with the backward pass.
     const bool shard = config_.dist.shard_optimizer && comm_->world_size() > 1;
+    const bool buckets = !config_.dist.clip_per_rank && !shard && comm_->name() != "local";
     sync_ = std::make_unique<GradientSync>(*comm_, model_->grad_data(), model_->params().total_elems,
-                                           config_.dist.clip_per_rank || shard ? 0.0 : config_.dist.bucket_mb,
-                                           parse_wire_precision(config_.dist.wire_precision), ops_->native_stream());
+                                           buckets ? config_.dist.bucket_mb : 0.0,
+                                           parse_wire_precision(config_.dist.wire_precision), ops_->native_stream(),
+                                           config_.train.cuda_graphs);
     OptimizerConfig optimizer_config = config_.train.optimizer;
     if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
     OptimizerShard slice;
@@ -320,14 +324,15 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
     drop.step = micro_step_;
     BackwardOptions backward;
     backward.loss_scale = static_cast<float>(scaler_.scale());
-    // Recorded micro-batches reduce their gradient after the backward pass, not during it.
     backward.recorded = config_.train.cuda_graphs;
-    if (last_of_step && sync_->overlaps() && !backward.recorded) {
+    if (last_of_step && sync_->overlaps()) {
       backward.on_grads_ready = [this](int64_t offset) { sync_->grads_ready(offset); };
     }
-    const int64_t recorded_before = model_->recording_counts().recorded;
+    const RecordingCounts before = model_->recording_counts();
     ForwardStats f = model_->run(in, drop, &backward, &abort_);
-    if (model_->recording_counts().recorded != recorded_before) note_recording(in);
+    if (model_->recording_counts().recorded != before.recorded) note_recording(in, backward.on_grads_ready != nullptr);
+    // A replay queues the buckets recorded with the backward pass without calling on_grads_ready.
+    if (backward.on_grads_ready && model_->recording_counts().replayed != before.replayed) sync_->replayed();
     ++micro_step_;
     ++accum_micro_;
     accum_mlm_ += f.mlm_loss();
@@ -350,11 +355,12 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
 
 // A new CUDA graph is worth a line: one per batch shape is expected, more mean something changes
 // the recorded work's arguments (the loss scale) or frees backend memory between micro-batches.
-void Session::note_recording(const ModelInputs& in) const {
+void Session::note_recording(const ModelInputs& in, bool with_buckets) const {
   const RecordingCounts& counts = model_->recording_counts();
   std::ostringstream os;
   os << "micro-batch " << micro_step_ + 1 << ": recorded the forward and backward of " << in.batch_size() << " x "
-     << in.layout.uniform_length() << " tokens as a CUDA graph (" << counts.recorded << " recorded, "
+     << in.layout.uniform_length() << " tokens" << (with_buckets ? " with the gradient all-reduce's buckets" : "")
+     << " as a CUDA graph (" << counts.recorded << " recorded, "
      << counts.replayed << " replays so far)";
   log_message(log_info, os.str());
 }

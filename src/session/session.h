@@ -119,8 +119,9 @@ class Session {
   void warn_if_other_activation(const CheckpointContents& c, const std::string& path) const;
   void run_step_micro_batches(const BatchView* batch);
   void clip_local_gradient();
-  // Logs that the model recorded a micro-batch of in's shape as a CUDA graph.
-  void note_recording(const ModelInputs& in) const;
+  // Logs that the model recorded a micro-batch of in's shape as a CUDA graph (with_buckets: with
+  // the gradient all-reduce's buckets).
+  void note_recording(const ModelInputs& in, bool with_buckets) const;
   // The whole flat buffer of an optimizer moment (this rank's slice when sharded) in host
   // memory; gathered from every rank when sharded (COLLECTIVE then).
   void download_moment(float* moment, std::vector<float>& host);

@@ -5,8 +5,8 @@
 // traffic counters can tell device bytes from others. Stream capture: while a stream captures,
 // its work (kernels, GEMMs, async copies and memsets, arguments bound by value) is recorded
 // instead of run, and cudaGraphLaunch runs the recorded work in order; as on a GPU, waiting for
-// the capturing stream, allocating or freeing during a global-mode capture fails and
-// invalidates the capture.
+// the capturing stream, allocating or freeing during a global- or thread-local-mode capture fails
+// and invalidates the capture.
 #include "cuda_runtime_emu.h"
 
 #include <cuda_runtime_api.h>
@@ -75,10 +75,11 @@ struct Capture {
 };
 Capture g_capture;
 
-// A call the runtime refuses while a global-mode capture is in progress (it would wait for
-// or change device state outside the graph): invalidates the capture.
+// A call the runtime refuses while a global- or thread-local-mode capture is in progress (it
+// would wait for or change device state outside the graph; this runtime has one thread, the
+// capturing one): invalidates the capture.
 bool refused_by_capture() {
-  if (!g_capture.active || g_capture.mode != cudaStreamCaptureModeGlobal) return false;
+  if (!g_capture.active || g_capture.mode == cudaStreamCaptureModeRelaxed) return false;
   g_capture.invalidated = true;
   return true;
 }

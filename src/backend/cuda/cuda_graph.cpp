@@ -1,6 +1,8 @@
 // CudaOps::record: the work a body queues on the backend's stream, captured into a CUDA graph
-// (global capture mode, so a call that would wait for the device inside it fails the capture
-// instead of running) and instantiated once; replay() launches it on the same stream.
+// and instantiated once; replay() launches it on the same stream. Thread-local capture mode: a
+// call of this thread that would wait for the device inside it fails the capture instead of
+// running, while other threads (the host's own, NCCL's proxy threads for the buckets a
+// recording may hold) keep working as they do (nccl-tests captures so too).
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -34,7 +36,7 @@ class CudaGraph final : public RecordedWork {
 
 std::unique_ptr<RecordedWork> CudaOps::record(const std::function<void()>& body) {
   const uint64_t releases = memory_->releases();
-  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   cudaGraph_t graph = nullptr;
   try {
     body();
