@@ -61,6 +61,7 @@ DeviceModel device_model(const std::string& name) {
     d.fp32_flops = 67e12;
     d.bandwidth = 3.35e12;
     d.host_link = 55e9;
+    d.gpu_link = 450e9;  // NVLink 4, each direction
     // cuDNN 9's fused attention at sequence length 512 (the shortest measured), head dim 64, bf16,
     // no causal mask: 335 TFLOP/s forward, 266 backward (FlashAttention-3 paper, arXiv 2407.08608,
     // figures 5 and 6, on an H100 SXM5; FLOPs counted as here: 4 S^2 d per head forward, 2.5x that
@@ -73,6 +74,7 @@ DeviceModel device_model(const std::string& name) {
     d.fp32_flops = 19.5e12;
     d.bandwidth = 2.0e12;
     d.host_link = 25e9;
+    d.gpu_link = 300e9;  // NVLink 3, each direction
   } else {
     fail(Code::invalid_argument, "unknown device '", name, "' (known: h100, a100)");
   }
@@ -241,6 +243,11 @@ class CostModelRecording final : public RecordedWork {
 };
 
 }  // namespace
+
+void CostModelOps::add_collective_work(const KernelCost& k) {
+  BERT_CHECK(k.collective != k.join, Code::internal, "add_collective_work takes a collective or a join (", k.op, ")");
+  kernels_.push_back(k);
+}
 
 std::unique_ptr<RecordedWork> CostModelOps::record(const std::function<void()>& body) {
   if (inner_) return nullptr;
@@ -914,6 +921,11 @@ double kernel_seconds(const KernelCost& k, const DeviceModel& d) {
              "' (", k.op, ")");
   double t = std::max(k.flops / peak, (k.read_bytes + k.write_bytes) / d.bandwidth);
   t += k.host_bytes / d.host_link;
+  if (k.link_bytes > 0) {
+    BERT_CHECK(d.gpu_link > 0, Code::invalid_argument, "no link bandwidth between GPUs is known for device '", d.name,
+               "' (", k.op, ")");
+    t = std::max(t, k.link_bytes / d.gpu_link);
+  }
   if (!k.graphed) t += k.launches * d.launch_seconds;
   if (k.host_wait) t += d.host_wait_seconds;
   return t;
@@ -922,8 +934,20 @@ double kernel_seconds(const KernelCost& k, const DeviceModel& d) {
 StepPrediction predict_step(const std::vector<KernelCost>& kernels, const DeviceModel& device) {
   StepPrediction p;
   std::map<std::string, CostRow> ops, kinds;
+  double backend = 0, communicator = 0, kernels_alone = 0;  // each stream's clock; the kernels' own time
   for (const KernelCost& k : kernels) {
+    if (k.join) {
+      backend = std::max(backend, communicator);
+      continue;
+    }
     const double t = kernel_seconds(k, device);
+    if (k.collective) {
+      communicator = std::max(communicator, backend) + t;
+      p.collective_seconds += t;
+    } else {
+      backend += t;
+      kernels_alone += t;
+    }
     for (auto [rows, name] : {std::pair{&ops, &k.op}, std::pair{&kinds, &k.kind}}) {
       CostRow& row = (*rows)[*name];
       row.name = *name;
@@ -932,7 +956,6 @@ StepPrediction predict_step(const std::vector<KernelCost>& kernels, const Device
       row.bytes += k.read_bytes + k.write_bytes;
       row.seconds += t;
     }
-    p.seconds += t;
     p.launches += k.launches;
     if (k.kind.rfind("gemm", 0) == 0) p.gemm_flops += k.flops;
   }
@@ -942,6 +965,8 @@ StepPrediction predict_step(const std::vector<KernelCost>& kernels, const Device
     std::stable_sort(v.begin(), v.end(), [](const CostRow& a, const CostRow& b) { return a.seconds > b.seconds; });
     return v;
   };
+  p.seconds = std::max(backend, communicator);
+  p.exposed_collective_seconds = p.seconds - kernels_alone;
   p.by_op = sorted(ops);
   p.by_kind = sorted(kinds);
   return p;

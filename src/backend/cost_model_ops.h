@@ -30,6 +30,7 @@ struct DeviceModel {
   double fp32_flops = 0;      // fp32 without tensor cores
   double bandwidth = 0;       // device memory, bytes/s
   double host_link = 0;       // host <-> device, bytes/s
+  double gpu_link = 0;        // per-GPU bandwidth of collectives between GPUs (NVLink), bytes/s
   // cuDNN's fused attention (bf16, head dim 64, no causal mask), FLOP/s reached forward and
   // backward; 0: not known for this device (the cost model then refuses the fused attention).
   double fused_attention_fwd_flops = 0, fused_attention_bwd_flops = 0;
@@ -51,6 +52,12 @@ struct KernelCost {
   int launches = 1;        // launches (or copies) this entry stands for
   bool host_wait = false;  // the host waits for the stream after it
   bool graphed = false;    // replayed in a CUDA graph (Ops::record): no launch cost
+  // A communicator's work (CostModelOps::add_collective_work): collective entries run on its
+  // stream beside the kernels, each once the work queued before it is done, moving link_bytes
+  // over DeviceModel::gpu_link besides their device bytes; a join makes the backend's stream
+  // wait there for every collective entry before it.
+  bool collective = false, join = false;
+  double link_bytes = 0;
 };
 
 struct CostModelOptions {
@@ -76,6 +83,9 @@ class CostModelOps final : public Ops {
   // Kernels recorded since construction or the last reset(), in launch order.
   const std::vector<KernelCost>& kernels() const { return kernels_; }
   void reset() { kernels_.clear(); }
+  // Work a communicator queues between the kernels (KernelCost::collective or ::join), recorded
+  // and replayed with them.
+  void add_collective_work(const KernelCost& k);
 
   std::string name() const override;
   void* alloc(size_t bytes) override;
@@ -210,9 +220,14 @@ struct CostRow {
   int64_t launches = 0;
   double flops = 0, bytes = 0, seconds = 0;
 };
+// The step runs as two streams: the kernels in order on the backend's, collective entries on the
+// communicator's, joined where the kernels say; rows add each entry's own time, so with
+// collectives hidden behind kernels their shares sum to more than the step.
 struct StepPrediction {
   std::vector<CostRow> by_op, by_kind;  // each sorted by predicted time, largest first
   double seconds = 0;                   // the whole step
+  double collective_seconds = 0;        // the communicator's stream busy
+  double exposed_collective_seconds = 0;  // of the step, the time the kernels wait for it
   double gemm_flops = 0;                // FLOPs of the GEMM kernels (model FLOPs)
   int64_t launches = 0;
 };

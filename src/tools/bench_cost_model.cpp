@@ -1,8 +1,12 @@
-// bert-bench's cost-model mode (see bench_cost_model.h). The all-reduce is a ring: each rank
-// sends and receives 2(W-1)/W of the fp32 gradient over its link, added after the step's kernels
-// (no overlap with the backward pass, so an upper bound); with a sharded optimizer the same bytes
-// move as reduce-scatter + all-gather and the optimizer's kernels run on 1/W of the parameters.
-// With data.length_bins each bin's step is predicted and the bins' mix weighted by sequences.
+// bert-bench's cost-model mode (see bench_cost_model.h). With world > 1 the session runs with
+// ModelledRanks: its gradient buckets (dist.bucket_mb, in dist.wire_precision) become ring
+// all-reduces on the communicator's stream, each moving 2(W-1)/W of the bucket's wire bytes over
+// the GPU's link (with a 16-bit wire, a cast before and after), started where the backward pass
+// started them and joined where the session waits: the prediction overlaps them with the rest of
+// the backward pass as the session does, graphed or not. A sharded optimizer instead moves the
+// same bytes as reduce-scatter + all-gather after the backward pass (no buckets), and its kernels
+// run on 1/W of the parameters. With data.length_bins each bin's step is predicted and the bins'
+// mix weighted by sequences.
 #include "bench_cost_model.h"
 
 #include <cstdio>
@@ -16,6 +20,62 @@
 
 namespace bert_tools {
 namespace {
+
+// The communicator of a modelled data-parallel step: one rank as far as results go (the session's
+// collectives return this rank's values), while each gradient bucket it is asked to sum is added
+// to the modelled kernels as the collective work of a ring over `world` GPUs.
+class ModelledRanks final : public bert::Communicator {
+ public:
+  ModelledRanks(int world, std::string collective) : world_(world), collective_(std::move(collective)) {}
+  bert::CostModelOps* ops = nullptr;  // set once the session made its backend
+
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string name() const override { return "modelled ranks"; }
+  void allreduce_sum(float*, int64_t n) override { add_sum(n, bert::WirePrecision::fp32); }
+  void start_allreduce_sum(float*, int64_t n, bert::WirePrecision wire, void*) override { add_sum(n, wire); }
+  void finish_allreduce_sums() override { add(join()); }
+  void join_allreduce_sums(void*) override { add(join()); }
+  void allreduce_host(float*, int64_t, bert::ReduceOp) override {}
+  void broadcast(float*, int64_t) override {}
+  void allreduce_sum_host(double*, int64_t) override {}
+  void all_gather(float*, const std::vector<int64_t>&) override {}
+
+ private:
+  static bert::KernelCost join() {
+    bert::KernelCost k;
+    k.op = k.kind = "join";
+    k.join = true;
+    k.launches = 0;
+    return k;
+  }
+  void add(const bert::KernelCost& k) {
+    BERT_CHECK(ops != nullptr, bert::Code::internal, "ModelledRanks before the session made its backend");
+    ops->add_collective_work(k);
+  }
+  // n floats summed over the ring; a 16-bit wire casts them (pre-divided by W) before and back after.
+  void add_sum(int64_t n, bert::WirePrecision wire) {
+    const double elems = static_cast<double>(n), word = wire == bert::WirePrecision::fp32 ? 4.0 : 2.0;
+    bert::KernelCost sum;
+    sum.op = collective_;
+    sum.kind = "communication";
+    sum.collective = true;
+    sum.link_bytes = 2.0 * (world_ - 1) / world_ * word * elems;
+    bert::KernelCost cast;
+    cast.op = collective_;
+    cast.kind = "cast";
+    cast.collective = true;
+    cast.read_bytes = 4 * elems;
+    cast.write_bytes = word * elems;
+    if (wire != bert::WirePrecision::fp32) add(cast);
+    add(sum);
+    std::swap(cast.read_bytes, cast.write_bytes);
+    if (wire != bert::WirePrecision::fp32) add(cast);
+  }
+
+  int world_;
+  std::string collective_;
+};
 
 bool is_optimizer_op(const std::string& op) {
   return op == "segment_sumsq" || op == "adam_direction" || op == "apply_update" || op == "scale";
@@ -48,18 +108,29 @@ struct ModelledStep {
   int64_t params = 0;
 };
 
-// Runs two steps of `config` on CostModelOps and predicts the second on `device` (the
-// all-reduce, when world > 1, over a link of `link` bytes/s).
+// Runs two steps of `config` on CostModelOps and predicts the second on `device` (with its
+// gradient's collectives when world > 1).
 ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config, const bert::CostModelOptions& options,
-                        const bert::DeviceModel& device, double link) {
+                        const bert::DeviceModel& device) {
+  nlohmann::json modelled = modelled_config(q, config);
+  if (q.shard_optimizer) modelled["dist"]["bucket_mb"] = 0;  // reduce-scattered after the backward pass
   // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
   // device this session is configured with, so they are switched on after it).
-  bert::SessionConfig session_config = bert::parse_session_config(modelled_config(q, config).dump());
+  bert::SessionConfig session_config = bert::parse_session_config(modelled.dump());
   session_config.train.cuda_graphs = q.graphed;
+  ModelledRanks* ranks = nullptr;
+  std::unique_ptr<bert::Communicator> comm = bert::make_local_communicator();
+  if (q.world > 1) {
+    auto modelled_ranks = std::make_unique<ModelledRanks>(
+        q.world, q.shard_optimizer ? "reduce-scatter + all-gather" : "allreduce (ring)");
+    ranks = modelled_ranks.get();
+    comm = std::move(modelled_ranks);
+  }
   bert::CostModelOps* model = nullptr;
-  bert::Session session(session_config, bert::make_local_communicator(), [&](std::unique_ptr<bert::Ops>) {
+  bert::Session session(session_config, std::move(comm), [&](std::unique_ptr<bert::Ops>) {
     auto ops = std::make_unique<bert::CostModelOps>(options);
     model = ops.get();
+    if (ranks) ranks->ops = model;
     return ops;
   });
   // The first step grows scratch and runs its micro-batch directly; the second (which records
@@ -84,26 +155,7 @@ ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config,
       k.write_bytes /= q.world;
     }
   }
-  if (q.world > 1) {
-    const double bytes = 2.0 * (q.world - 1) / q.world * 4.0 * static_cast<double>(m.params);
-    bert::KernelCost reduce;
-    reduce.op = q.shard_optimizer ? "reduce-scatter + all-gather" : "allreduce (ring)";
-    reduce.kind = "communication";
-    reduce.host_bytes = bytes;  // over the link: bandwidth applied below
-    reduce.launches = q.shard_optimizer ? 2 : 1;
-    kernels.push_back(reduce);
-  }
-  bert::DeviceModel with_link = device;
-  with_link.host_link = link;
-  // Host copies run over the host link, the collective over the GPU link: predict them apart.
-  std::vector<bert::KernelCost> local, collective;
-  for (const bert::KernelCost& k : kernels) (k.kind == "communication" ? collective : local).push_back(k);
-  m.p = bert::predict_step(local, device);
-  const bert::StepPrediction c = bert::predict_step(collective, with_link);
-  m.p.by_op.insert(m.p.by_op.end(), c.by_op.begin(), c.by_op.end());
-  m.p.by_kind.insert(m.p.by_kind.end(), c.by_kind.begin(), c.by_kind.end());
-  m.p.seconds += c.seconds;
-  m.p.launches += c.launches;
+  m.p = bert::predict_step(kernels, device);
   return m;
 }
 
@@ -119,7 +171,7 @@ int run_cost_model(const CostModelRequest& q) {
     BERT_CHECK(q.world >= 1, bert::Code::invalid_argument, "--world must be at least 1, got ", q.world);
     BERT_CHECK(!q.shard_optimizer || q.world > 1, bert::Code::invalid_argument,
                "--shard-optimizer 1 needs --world 2 or more");
-    const double link = q.link_gbs > 0 ? q.link_gbs * 1e9 : (q.device == "h100" ? 450e9 : 300e9);  // NVLink 4 / 3
+    if (q.link_gbs > 0) device.gpu_link = q.link_gbs * 1e9;
     bert::CostModelOptions options;
     options.precision = q.precision;
     options.activations_16bit = lowp && q.activations_16bit;  // as the session runs bf16/fp16
@@ -153,7 +205,7 @@ int run_cost_model(const CostModelRequest& q) {
         nlohmann::json config = q.config;
         config["data"]["train_dir"] = bin.path;
         config["data"]["length_bins"] = false;
-        const ModelledStep m = model_step(q, config, options, device, link);
+        const ModelledStep m = model_step(q, config, options, device);
         std::printf("%-8s %10llu %10.3f %12.1f %11.1f%%\n", bin.name.c_str(), static_cast<unsigned long long>(bin.rows),
                     m.p.seconds * 1e3, q.batch / m.p.seconds, 100 * m.real_token_share);
         weighted_seconds += static_cast<double>(bin.rows) * m.p.seconds;
@@ -179,7 +231,7 @@ int run_cost_model(const CostModelRequest& q) {
       return 0;
     }
 
-    const ModelledStep m = model_step(q, q.config, options, device, link);
+    const ModelledStep m = model_step(q, q.config, options, device);
     const bert::StepPrediction& p = m.p;
     const double mfu = m.model_flops / p.seconds / gemm_peak;
     print_rows("op", p.by_op, p.seconds);
@@ -190,6 +242,13 @@ int run_cost_model(const CostModelRequest& q) {
                 "activation arena %.1f MiB (the engine's own accounting for this shape)\n",
                 p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, m.model_flops / 1e12, 100 * m.real_token_share,
                 static_cast<long long>(p.launches), m.arena_mib);
+    if (q.world > 1) {
+      std::printf("gradient collectives over %d GPUs (%.0f GB/s each): %.3f ms on the communicator's stream, %.3f ms "
+                  "of it exposed (the rest overlaps the backward pass)\n",
+                  q.world, device.gpu_link / 1e9, p.collective_seconds * 1e3, p.exposed_collective_seconds * 1e3);
+      summary.update({{"collective_seconds", p.collective_seconds},
+                      {"exposed_collective_seconds", p.exposed_collective_seconds}});
+    }
     summary.update({{"predicted_step_seconds", p.seconds},
                     {"predicted_sequences_per_second", q.batch / p.seconds},
                     {"predicted_mfu", mfu},

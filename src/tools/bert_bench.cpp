@@ -44,16 +44,20 @@ constexpr const char* kUsage =
     "                  [--graphed 0|1] (cuda: each micro-batch replayed as a CUDA graph)\n"
     "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
-    "                  [--link-gbs GB/s] [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
+    "                  [--link-gbs GB/s] [--bucket-mb MB] [--wire-precision fp32|bf16|fp16]\n"
+    "                  [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
     "                  [--fused-attention 0|1] [--data SHARD_DIR] [--unpad 0|1]\n"
     "                  [--length-bins 0|1] (a prediction: no GPU needed; --activations-16bit 0\n"
-    "                  models fp32 activations; --length-bins 1: each bin's step and their mix)\n";
+    "                  models fp32 activations; --length-bins 1: each bin's step and their mix;\n"
+    "                  --world N: the gradient all-reduce in buckets of dist.bucket_mb, default 25,\n"
+    "                  overlapping the backward pass, in dist.wire_precision)\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
-  std::string cost_model;
+  std::string cost_model, wire_precision = "fp32";
+  double bucket_mb = 25;
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
   bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false, activations_16bit = true;
   bool length_bins = false;
@@ -85,6 +89,8 @@ int main(int argc, char** argv) {
     else if (a == "--graphed") graphed = v == "1" || v == "true";
     else if (a == "--world") world = std::atoi(v.c_str());
     else if (a == "--link-gbs") link_gbs = std::atof(v.c_str());
+    else if (a == "--bucket-mb") bucket_mb = std::atof(v.c_str());
+    else if (a == "--wire-precision") wire_precision = v;
     else if (a == "--shard-optimizer") shard_optimizer = v == "1" || v == "true";
     else if (a == "--activations-16bit") activations_16bit = v == "1" || v == "true";
     else {
@@ -118,7 +124,8 @@ int main(int argc, char** argv) {
         {"fused_attention", fused_attention},
         {"recompute_gelu", recompute == "gelu" || recompute == "all"},
         {"recompute_attention", recompute == "attention" || recompute == "all"}}},
-      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", unpad}}}};
+      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", unpad}}},
+      {"dist", {{"bucket_mb", bucket_mb}, {"wire_precision", wire_precision}}}};
   if (graphed && cost_model.empty()) config["train"]["cuda_graphs"] = true;
   if (!data_dir.empty()) {
     config["data"]["source"] = "hdf5";

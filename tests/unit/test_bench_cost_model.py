@@ -3,7 +3,11 @@ reference attention's kernels (fewer launches, the JSON says so), the prediction
 tokens' share of the full-length sequences, the fused attention recorded in CUDA graphs (--graphed
 1) takes less time than launched call by call, an A100 (no fused-attention rate known) is
 refused by name with exit status 1. With --length-bins 1 (bert-prep bins of synthetic text) each
-bin's step is predicted and the mix is their average weighted by the bins' sequences.
+bin's step is predicted and the mix is their average weighted by the bins' sequences. With --world 8
+the gradient's ring all-reduce (over a slow 20 GB/s link, so that it matters for bert-tiny, in
+buckets of 1 MB) moves 2(W-1)/W of the fp32 gradient (half that with a bf16 wire), overlaps the
+backward pass (exposed less than all of it), and adds exactly its exposed part to the one-GPU step,
+launched and graphed; a sharded optimizer's collectives (after the backward pass) are all exposed.
 
 usage: test_bench_cost_model.py BERT_BENCH BERT_PREP"""
 import json
@@ -64,6 +68,31 @@ def check_length_bins(binary: str, prep: str) -> str:
             + " / ".join(f"{1e3 * t:.3f}" for t in steps) + f" ms, mix {1e3 * expected:.3f} ms")
 
 
+def check_world(binary: str) -> str:
+    link = 20e9
+    lines = []
+    for graphed in ("0", "1"):
+        one = summary(bench(binary, "h100", "--graphed", graphed))
+        eight = summary(bench(binary, "h100", "--graphed", graphed, "--world", "8", "--link-gbs", "20",
+                              "--bucket-mb", "1"))
+        ring = 2 * 7 / 8 * 4 * eight["parameters"] / link
+        collective, exposed = eight["collective_seconds"], eight["exposed_collective_seconds"]
+        # Launched, each bucket also pays a launch (4 us); graphed, none.
+        assert ring * (1 - 1e-9) <= collective <= ring * (1 + 1e-9) + (0 if graphed == "1" else 1e-4), (collective, ring)
+        assert 0 < exposed < collective, (exposed, collective)
+        step_one, step_eight = one["predicted_step_seconds"], eight["predicted_step_seconds"]
+        assert abs(step_eight - step_one - exposed) <= 1e-9, (step_eight, step_one, exposed)
+        lines.append(f"graphed {graphed}: all-reduce {1e3 * collective:.3f} ms, exposed {1e3 * exposed:.3f} ms")
+    bf16 = summary(bench(binary, "h100", "--graphed", "1", "--world", "8", "--link-gbs", "20", "--bucket-mb", "1",
+                         "--wire-precision", "bf16"))
+    # Half the link bytes, plus the casts before and after (6 bytes per element each, at 3.35 TB/s).
+    expected = ring / 2 + 12 * bf16["parameters"] / 3.35e12
+    assert abs(bf16["collective_seconds"] - expected) <= 1e-9 * expected, (bf16["collective_seconds"], expected)
+    sharded = summary(bench(binary, "h100", "--world", "8", "--link-gbs", "20", "--shard-optimizer", "1"))
+    assert abs(sharded["exposed_collective_seconds"] - sharded["collective_seconds"]) <= 1e-12, sharded
+    return "; ".join(lines)
+
+
 def main() -> int:
     binary, prep = sys.argv[1], sys.argv[2]
     reference = summary(bench(binary, "h100"))
@@ -82,6 +111,7 @@ def main() -> int:
           f"real tokens {100 * fused['real_token_share']:.1f}%; fused step "
           f"{1e3 * fused['predicted_step_seconds']:.3f} ms, graphed {1e3 * graphed['predicted_step_seconds']:.3f} ms")
     print("length bins: " + check_length_bins(binary, prep))
+    print("world 8: " + check_world(binary))
     return 0
 
 

@@ -2,7 +2,8 @@
 // operand cast, the weight-mirror refresh once per weights_changed, the GEMM's bytes and FLOPs),
 // the same layer on 16-bit activations (no activation cast, 16-bit output and bias), the roofline
 // time of a kernel, and the errors for unknown devices and precisions and 16-bit activations in
-// an fp32/tf32 precision; cuDNN's fused attention at its published rate.
+// an fp32/tf32 precision; cuDNN's fused attention at its published rate; collectives on their
+// own stream beside the kernels.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -73,6 +74,43 @@ TEST(CostModel, KernelTimeIsTheRooflinePlusLaunch) {
   copy.read_bytes = copy.write_bytes = 3.35e9;  // 2 ms of bandwidth
   copy.graphed = true;
   EXPECT_NEAR(kernel_seconds(copy, device_model("a100")), 6.7e9 / 2.0e12, 1e-12);
+}
+
+// Two streams: collectives start once the kernels before them are done and run beside the later
+// ones; a join makes the kernels wait for them. Rows add each entry's own time.
+TEST(CostModel, CollectivesOverlapTheKernelsQueuedAfterThemUntilAJoin) {
+  DeviceModel d = device_model("h100");
+  d.launch_seconds = 0;
+  auto kernel = [&](double ms) {
+    KernelCost k;
+    k.op = "kernel";
+    k.kind = "elementwise";
+    k.read_bytes = ms * 1e-3 * d.bandwidth;
+    return k;
+  };
+  KernelCost sum;
+  sum.op = "allreduce (ring)";
+  sum.kind = "communication";
+  sum.collective = true;
+  sum.link_bytes = 2e-3 * d.gpu_link;  // 2 ms over the link
+  KernelCost join;
+  join.op = join.kind = "join";
+  join.join = true;
+  // 1 ms, a sum (2 ms) beside 1.5 ms of kernels, a join: the kernels wait 0.5 ms; then 1 ms.
+  const StepPrediction p = predict_step({kernel(1), sum, kernel(1.5), join, kernel(1)}, d);
+  EXPECT_NEAR(p.seconds, 4.0e-3, 1e-12);
+  EXPECT_NEAR(p.collective_seconds, 2.0e-3, 1e-12);
+  EXPECT_NEAR(p.exposed_collective_seconds, 0.5e-3, 1e-12);
+  // Wholly hidden: the kernels after it outlast it.
+  const StepPrediction hidden = predict_step({sum, kernel(3), join}, d);
+  EXPECT_NEAR(hidden.seconds, 3.0e-3, 1e-12);
+  EXPECT_NEAR(hidden.exposed_collective_seconds, 0.0, 1e-12);
+  // Two sums queue behind each other on the communicator's stream.
+  const StepPrediction queued = predict_step({sum, sum, kernel(1), join}, d);
+  EXPECT_NEAR(queued.seconds, 4.0e-3, 1e-12);
+  double row_seconds = 0;
+  for (const CostRow& r : p.by_op) row_seconds += r.seconds;
+  EXPECT_NEAR(row_seconds, 5.5e-3, 1e-12) << "rows add each entry's own time";
 }
 
 TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {

@@ -3,7 +3,9 @@
 // gradient buffer from the top down, each at least bucket_mb except the last, all started
 // before the step waits; and every range must already hold its final gradient when its sum
 // starts (checked by comparing a snapshot taken at the start with the buffer at the end),
-// also with gradient accumulation, where only the last micro-batch may start buckets.
+// also with gradient accumulation, where only the last micro-batch may start buckets. Joined
+// buckets (CUDA graphs): joined to the stream once the backward pass is done, waited for through
+// the stream, and after a replay (which queued them again) never started a second time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "session/gradient_sync.h"
 #include "session/session.h"
 
 namespace bert {
@@ -25,7 +28,7 @@ struct StartedSum {
 
 struct Record {
   std::vector<StartedSum> sums;
-  int finishes = 0;
+  int finishes = 0, joins = 0, stream_waits = 0;
 };
 
 class RecordingCommunicator : public Communicator {
@@ -49,6 +52,8 @@ class RecordingCommunicator : public Communicator {
           << "the range of " << s.n << " elements changed after its sum started";
     }
   }
+  void join_allreduce_sums(void*) override { ++record_->joins; }
+  void wait_for_stream(void*) override { ++record_->stream_waits; }
 
  private:
   Record* record_;
@@ -97,6 +102,32 @@ TEST(GradientSync, ZeroBucketSizeReducesOnceAfterBackward) {
   ASSERT_EQ(record.sums.size(), 1u);
   EXPECT_EQ(record.sums[0].data, s.model().grad_data());
   EXPECT_EQ(record.sums[0].n, s.model().params().total_elems);
+}
+
+TEST(GradientSync, JoinedBucketsAreWaitedForThroughTheStreamAndNotStartedAgainAfterAReplay) {
+  Record record;
+  RecordingCommunicator comm(&record);
+  std::vector<float> grads(1000, 1.0f);
+  GradientSync sync(comm, grads.data(), 1000, 400 * sizeof(float) / 1048576.0, WirePrecision::fp32, nullptr, true);
+  // A direct (or recorded) backward pass: heads, two layers, the embeddings.
+  for (int64_t offset : {900, 500, 100, 0}) sync.grads_ready(offset);
+  ASSERT_EQ(record.sums.size(), 3u);  // [500, 1000), [100, 500), [0, 100)
+  EXPECT_EQ(record.sums[2].data, grads.data());
+  EXPECT_EQ(record.joins, 1) << "joined once the backward pass is done";
+  sync.finish();
+  EXPECT_EQ(record.finishes, 0);
+  EXPECT_EQ(record.stream_waits, 1);
+  // A replay queued the buckets and their join: nothing is started again, the wait is the stream's.
+  sync.replayed();
+  sync.finish();
+  EXPECT_EQ(record.sums.size(), 3u);
+  EXPECT_EQ(record.stream_waits, 2);
+  // A step without buckets (no grads_ready: the C API's bert_allreduce after bert_forward_backward)
+  // sums the whole buffer after the backward pass and waits for it as before.
+  sync.finish();
+  ASSERT_EQ(record.sums.size(), 4u);
+  EXPECT_EQ(record.sums[3].n, 1000);
+  EXPECT_EQ(record.finishes, 1);
 }
 
 }  // namespace
