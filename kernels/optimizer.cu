@@ -1,8 +1,11 @@
 // Multi-tensor optimizer kernels over the flat parameter buffer: the Adam direction shared by
 // LAMB and AdamW (moments updated in place, fp32 master state), the per-segment scaled update,
-// and a plain scale. One launch covers every segment through a chunk table (SegmentTable).
+// and a plain scale. One launch covers every segment through a chunk table (SegmentTable). A
+// device-resident step (Ops::optimizer_step) adds its scalars' kernels, whose arithmetic is
+// core/optimizer_math.h's, the host's.
 #include "kernels/optimizer.h"
 #include "common.cuh"
+#include "core/optimizer_math.h"
 
 namespace bert::kernels {
 namespace {
@@ -12,8 +15,12 @@ namespace {
 // Σ param² and Σ update² (the same per-thread order and block sum as sumsq_partials_kernel).
 __global__ void adam_direction_kernel(float* update, float* m, float* v, const float* grad,
                                       const float* param, SegmentTable table, AdamStepArgs args,
-                                      double* partials) {
+                                      double* partials, const OptimizerStepState* state) {
   __shared__ double shared[32];
+  if (state != nullptr) {
+    if (state->skipped) return;
+    args = state->adam;
+  }
   const int64_t c = blockIdx.x;
   const int s = segment_of_chunk(table.chunk_start, table.segments, c);
   const int64_t begin = (c - table.chunk_start[s]) * kSegmentChunk;
@@ -45,7 +52,9 @@ __global__ void adam_direction_kernel(float* update, float* m, float* v, const f
   }
 }
 
-__global__ void apply_update_kernel(float* param, const float* update, SegmentTable table) {
+__global__ void apply_update_kernel(float* param, const float* update, SegmentTable table,
+                                    const OptimizerStepState* state) {
+  if (state != nullptr && state->skipped) return;
   const int64_t c = blockIdx.x;
   const int s = segment_of_chunk(table.chunk_start, table.segments, c);
   const int64_t begin = (c - table.chunk_start[s]) * kSegmentChunk;
@@ -62,6 +71,16 @@ __global__ void scale_kernel(float* x, float a, int64_t n) {
     x[i] *= a;
 }
 
+__global__ void derive_step_scalars_kernel(OptimizerStepState* state, const double* grad_sumsq, int segments) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) bert::derive_step_scalars(*state, grad_sumsq, segments);
+}
+
+__global__ void update_scales_kernel(float* scale, const double* sums, const float* weight_decay, int segments,
+                                     TrustRatio trust, const OptimizerStepState* state) {
+  for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < segments; s += gridDim.x * blockDim.x)
+    scale[s] = segment_update_scale(state->lr, sums, segments, s, trust, weight_decay[s]);
+}
+
 void check_chunks(const SegmentTable& table, const char* op) {
   BERT_CHECK(table.chunks <= 0x7fffffff, Code::invalid_argument, op, ": ", table.chunks,
              " chunks is too many");
@@ -71,20 +90,33 @@ void check_chunks(const SegmentTable& table, const char* op) {
 
 void adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
                     const SegmentTable& table, const AdamStepArgs& args, double* sumsq_partials,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const OptimizerStepState* state) {
   if (table.chunks == 0) return;
   check_chunks(table, "adam_direction");
   adam_direction_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(
-      update, m, v, grad, param, table, args, sumsq_partials);
+      update, m, v, grad, param, table, args, sumsq_partials, state);
   CUDA_CHECK(cudaGetLastError());
 }
 
 void apply_update(float* param, const float* update, const SegmentTable& table,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const OptimizerStepState* state) {
   if (table.chunks == 0) return;
   check_chunks(table, "apply_update");
   apply_update_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(param, update,
-                                                                                    table);
+                                                                                    table, state);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void derive_step_scalars(OptimizerStepState* state, const double* grad_sumsq, int segments, cudaStream_t stream) {
+  derive_step_scalars_kernel<<<1, 32, 0, stream>>>(state, grad_sumsq, segments);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void update_scales(float* scale, const double* sums, const float* weight_decay, int segments, TrustRatio trust,
+                   const OptimizerStepState* state, cudaStream_t stream) {
+  if (segments == 0) return;
+  update_scales_kernel<<<(segments + kThreads - 1) / kThreads, kThreads, 0, stream>>>(scale, sums, weight_decay,
+                                                                                      segments, trust, state);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -794,17 +794,34 @@ void CostModelOps::segment_table(const char* op, const std::vector<ParamSegment>
   if (!segs.empty()) add(op, "host copy", 0, 0, 0).host_bytes = 4.0 * segs.size();
 }
 
+void CostModelOps::sumsq_kernels(const char* op, const std::vector<ParamSegment>& segs) {
+  const double n = static_cast<double>(total_elems(segs)), chunks = static_cast<double>(segment_chunks(segs)),
+               S = static_cast<double>(segs.size());
+  if (chunks > 0) add(op, "optimizer", 2 * n, 4 * n, 8 * chunks);
+  add(op, "optimizer", chunks, 8 * chunks + 8 * (S + 1), 8 * S);
+}
+
+void CostModelOps::direction_kernels(const char* op, const std::vector<ParamSegment>& segs, bool with_sums) {
+  const double n = static_cast<double>(total_elems(segs));
+  if (!with_sums) {
+    add(op, "optimizer", 15 * n, 16 * n, 12 * n);
+    return;
+  }
+  // The sums of squares of param and update ride along: two block sums per chunk into 2 · chunks
+  // partials, then one launch sums each segment's partials.
+  const double chunks = static_cast<double>(segment_chunks(segs)), S = static_cast<double>(segs.size());
+  add(op, "optimizer", 19 * n, 16 * n, 12 * n + 16 * chunks);
+  add(op, "optimizer", 2 * chunks, 16 * chunks + 8 * (S + 1), 16 * S);
+}
+
 void CostModelOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
   if (inner_) inner_->segment_sumsq(host_out, x, segs);
   else std::fill(host_out, host_out + segs.size(), 0.0);
   if (segs.empty()) return;
   segment_table("segment_sumsq", segs);
-  const double n = static_cast<double>(total_elems(segs)), chunks = static_cast<double>(segment_chunks(segs)),
-               S = static_cast<double>(segs.size());
-  if (chunks > 0) add("segment_sumsq", "optimizer", 2 * n, 4 * n, 8 * chunks);
-  add("segment_sumsq", "optimizer", chunks, 8 * chunks + 8 * (S + 1), 8 * S);
+  sumsq_kernels("segment_sumsq", segs);
   KernelCost& k = add("segment_sumsq", "host copy", 0, 0, 0);
-  k.host_bytes = 8 * S;
+  k.host_bytes = 8.0 * segs.size();
   k.host_wait = true;
 }
 
@@ -815,18 +832,10 @@ void CostModelOps::adam_direction_impl(float* update, float* m, float* v, const 
   else if (host_sumsq) std::fill(host_sumsq, host_sumsq + 2 * segs.size(), 0.0);
   if (segs.empty()) return;
   segment_table("adam_direction", segs);
-  const double n = static_cast<double>(total_elems(segs));
-  if (!host_sumsq) {
-    add("adam_direction", "optimizer", 15 * n, 16 * n, 12 * n);
-    return;
-  }
-  // The sums of squares of param and update ride along: two block sums per chunk into 2 · chunks
-  // partials, then one launch sums each segment's partials and the host waits for the 2S sums.
-  const double chunks = static_cast<double>(segment_chunks(segs)), S = static_cast<double>(segs.size());
-  add("adam_direction", "optimizer", 19 * n, 16 * n, 12 * n + 16 * chunks);
-  add("adam_direction", "optimizer", 2 * chunks, 16 * chunks + 8 * (S + 1), 16 * S);
-  KernelCost& k = add("adam_direction", "host copy", 0, 0, 0);
-  k.host_bytes = 16 * S;
+  direction_kernels("adam_direction", segs, host_sumsq != nullptr);
+  if (!host_sumsq) return;
+  KernelCost& k = add("adam_direction", "host copy", 0, 0, 0);  // the host waits for the 2S sums
+  k.host_bytes = 16.0 * segs.size();
   k.host_wait = true;
 }
 
@@ -837,6 +846,22 @@ void CostModelOps::apply_update_impl(float* param, const float* update, const st
   segment_table("apply_update", segs);
   const double n = static_cast<double>(total_elems(segs));
   add("apply_update", "optimizer", 2 * n, 8 * n, 4 * n);
+}
+
+// CudaOps::optimizer_step: its table is uploaded once (left out), no host copy or wait; the two
+// scalar kernels (one thread deriving the step's scalars; one per segment's update scale) besides
+// the passes of segment_sumsq, adam_direction and apply_update.
+void CostModelOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                                       const std::vector<ParamSegment>& segs, TrustRatio trust,
+                                       OptimizerStepState* state) {
+  if (inner_) inner_->optimizer_step(param, m, v, update, grad, segs, trust, state);
+  if (segs.empty()) return;
+  const double n = static_cast<double>(total_elems(segs)), S = static_cast<double>(segs.size());
+  sumsq_kernels("optimizer_step", segs);
+  add("optimizer_step", "optimizer", 2 * S, 8 * S + sizeof(OptimizerStepState), sizeof(OptimizerStepState));
+  direction_kernels("optimizer_step", segs, trust != TrustRatio::none);
+  add("optimizer_step", "optimizer", 6 * S, 20 * S + sizeof(OptimizerStepState), 4 * S);
+  add("optimizer_step", "optimizer", 2 * n, 8 * n + 4 * S, 4 * n);
 }
 
 void CostModelOps::scale_impl(float* x, float a, int64_t n) {

@@ -146,6 +146,9 @@ class CostModelOps final : public Ops {
                            double* host_sumsq) override;
   void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                          const std::vector<float>& host_scale) override;
+  void optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                           const std::vector<ParamSegment>& segs, TrustRatio trust,
+                           OptimizerStepState* state) override;
   void scale_impl(float* x, float a, int64_t n) override;
 
   // One GEMM as LtGemm::run sees it (row-major; see backend/cuda/cublaslt_gemm.h).
@@ -194,6 +197,10 @@ class CostModelOps final : public Ops {
   void column_sum(const char* op, int64_t M, int N, DType type);
   // The multi-tensor kernels' segment table upload (two host-to-device copies).
   void segment_table(const char* op, const std::vector<ParamSegment>& segs);
+  // The kernels of CudaOps::segment_sumsq, and of adam_direction (with_sums: LAMB's sums of
+  // squares too), as `op`; no table upload or host copy.
+  void sumsq_kernels(const char* op, const std::vector<ParamSegment>& segs);
+  void direction_kernels(const char* op, const std::vector<ParamSegment>& segs, bool with_sums);
   // The kernels of CudaOps::scatter_add_rows (iota, CUB radix sort, segmented add), as `op`;
   // rows of src added into rows of dst.
   void scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H, DType src, DType dst);

@@ -1,6 +1,7 @@
 // The public Ops methods: each checks its arguments once, for every backend, with the same
 // messages, then calls the backend's implementation (the *_impl methods), which starts at the
-// math. Only shapes and scalars are checked here; buffer sizes are the caller's contract.
+// math. Only shapes and scalars are checked here; buffer sizes are the caller's contract. Also
+// run_recorded, the life of a recording.
 #include "backend/ops.h"
 
 #include <initializer_list>
@@ -203,9 +204,32 @@ void Ops::apply_update(float* param, const float* update, const std::vector<Para
   apply_update_impl(param, update, segs, host_scale);
 }
 
+void Ops::optimizer_step(float* param, float* m, float* v, float* update, const float* grad,
+                         const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state) {
+  check_segments("optimizer_step", segs);
+  BERT_CHECK(state != nullptr, Code::invalid_argument, "optimizer_step: no state");
+  optimizer_step_impl(param, m, v, update, grad, segs, trust, state);
+}
+
 void Ops::scale(float* x, float a, int64_t n) {
   check_element_count("scale", n);
   scale_impl(x, a, n);
+}
+
+RecordedRun run_recorded(Ops& ops, RecordingSlot& slot, const std::function<void()>& body) {
+  if (slot.work != nullptr) {
+    if (slot.work->replay()) return RecordedRun::replayed;
+    slot.work.reset();  // the backend's buffers moved since it was recorded: run directly once more
+  } else if (slot.seen) {  // ran directly before, so no scratch buffer grows while recording
+    slot.work = ops.record(body);
+    if (slot.work != nullptr) {
+      BERT_CHECK(slot.work->replay(), Code::internal, "work recorded just now could not be replayed");
+      return RecordedRun::recorded;
+    }
+  }
+  slot.seen = true;
+  body();
+  return RecordedRun::direct;
 }
 
 }  // namespace bert

@@ -54,6 +54,19 @@ class RecordedWork {
   virtual bool replay() = 0;
 };
 
+// One piece of work run through recordings (run_recorded): its recording, once made.
+struct RecordingSlot {
+  std::unique_ptr<RecordedWork> work;
+  bool seen = false;  // the work ran once (directly), so its scratch buffers have grown
+};
+enum class RecordedRun { direct, recorded, replayed };
+class Ops;
+// Runs `body` as recorded work: directly the first time (scratch buffers grow), recorded and
+// replayed the second (when the backend can record), replayed after; when a replay is refused
+// (the backend freed memory since), directly once more and recorded the time after. The work the
+// body queues must be the same each time, its changing values read from backend memory.
+RecordedRun run_recorded(Ops& ops, RecordingSlot& slot, const std::function<void()>& body);
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -211,6 +224,14 @@ class Ops {
   void apply_update(float* param, const float* update,
                     const std::vector<ParamSegment>& segs,
                     const std::vector<float>& host_scale);
+  // One unsharded optimizer step over the tensors `segs` with its scalars in backend memory
+  // (`state`, see OptimizerStepState), queued without a host transfer so that recorded work can
+  // hold it: the gradient's Σ grad² per segment, derive_step_scalars (norm, skip flag, clipped
+  // gradient factor), adam_direction (with LAMB's sums), each segment's update_scale and
+  // apply_update; a skipped step leaves moments and weights as they were. The same bits as those
+  // ops driven from the host with the same scalar functions (Optimizer::step).
+  void optimizer_step(float* param, float* m, float* v, float* update, const float* grad,
+                      const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state);
   // x *= a over n elements.
   void scale(float* x, float a, int64_t n);
 
@@ -265,6 +286,9 @@ class Ops {
   virtual void apply_update_impl(float* param, const float* update,
                                  const std::vector<ParamSegment>& segs,
                                  const std::vector<float>& host_scale) = 0;
+  virtual void optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                                   const std::vector<ParamSegment>& segs, TrustRatio trust,
+                                   OptimizerStepState* state) = 0;
   virtual void scale_impl(float* x, float a, int64_t n) = 0;
 };
 

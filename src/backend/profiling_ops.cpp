@@ -115,6 +115,11 @@ void ProfilingOps::apply_update_impl(float* param, const float* update, const st
                                      const std::vector<float>& host_scale) {
   timed("apply_update", [&] { inner_->apply_update(param, update, segs, host_scale); });
 }
+void ProfilingOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                                       const std::vector<ParamSegment>& segs, TrustRatio trust,
+                                       OptimizerStepState* state) {
+  timed("optimizer_step", [&] { inner_->optimizer_step(param, m, v, update, grad, segs, trust, state); });
+}
 void ProfilingOps::scale_impl(float* x, float a, int64_t n) {
   timed("scale", [&] { inner_->scale(x, a, n); });
 }

@@ -83,6 +83,9 @@ class ProfilingOps final : public Ops {
                            double* host_sumsq) override;
   void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                          const std::vector<float>& host_scale) override;
+  void optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                           const std::vector<ParamSegment>& segs, TrustRatio trust,
+                           OptimizerStepState* state) override;
   void scale_impl(float* x, float a, int64_t n) override;
 
   // Runs call() between two synchronisations and adds its time to timings_[op].

@@ -1,6 +1,6 @@
 // Plain parameter types of the numeric ops, shared by the Ops interface (src/backend) and the
 // CUDA kernels (kernels/), which depend on core only: the activation kinds, one dropout
-// application, and the arguments of the Adam moment update.
+// application, the arguments of the Adam moment update and an optimizer step's scalars.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,23 @@ struct AdamStepArgs {
   float bias_correction1 = 1.0f;  // 1 - beta1^t (1 when bias correction is off)
   float bias_correction2 = 1.0f;  // 1 - beta2^t
   float grad_scale = 1.0f;        // applied to the raw gradient first (averaging and clipping)
+};
+
+// Which tensors' updates LAMB scales by their trust ratio ‖p‖/‖u‖: none (AdamW), those with
+// weight decay (LAMB), or all (NVLAMB).
+enum class TrustRatio { none, decayed, all };
+
+// The scalars of one unsharded optimizer step (Ops::optimizer_step), in backend memory: the host
+// writes the inputs before the step, the step derives adam.grad_scale, grad_norm and skipped from
+// the gradient on the device, and the host reads grad_norm and skipped after it. A recorded
+// optimizer step (CUDA graph) replays with each step's inputs there.
+struct OptimizerStepState {
+  double grad_scale = 1.0;     // in: 1 / (micro-batches × ranks × loss scale), on the raw gradient
+  double max_grad_norm = 0.0;  // in: global-norm clipping; 0 disables
+  double lr = 0.0;             // in
+  AdamStepArgs adam;           // in: betas, eps, bias corrections; its grad_scale is derived
+  double grad_norm = 0.0;      // out: of the scaled gradient, before clipping
+  int32_t skipped = 0;         // out: 1 for a non-finite grad_norm (moments and weights kept)
 };
 
 }  // namespace bert

@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define BERT_HD __host__ __device__ __forceinline__
-#else
-#define BERT_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace bert {
 

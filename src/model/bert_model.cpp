@@ -310,24 +310,9 @@ void BertModel::compute_recorded(const ModelInputs& in, const DropoutStream& dro
                          backward.on_grads_ready != nullptr};
   // A new (fp16 dynamic) loss scale retires the recordings made with the old one.
   std::erase_if(recordings_, [&](const auto& entry) { return entry.first.loss_scale != key.loss_scale; });
-  auto [it, first_time] = recordings_.try_emplace(key);
-  std::unique_ptr<RecordedWork>& recording = it->second;
-  if (recording != nullptr) {
-    if (recording->replay()) {
-      ++recording_counts_.replayed;
-      return;
-    }
-    recording.reset();  // the backend's buffers moved since it was recorded: run directly once more
-  } else if (!first_time) {  // ran directly before, so no scratch buffer grows while recording
-    recording = ops_.record(body);
-    if (recording != nullptr) {
-      ++recording_counts_.recorded;
-      BERT_CHECK(recording->replay(), Code::internal, "work recorded just now could not be replayed");
-      ++recording_counts_.replayed;
-      return;
-    }
-  }
-  body();
+  const RecordedRun run = run_recorded(ops_, recordings_[key], body);
+  if (run == RecordedRun::recorded) ++recording_counts_.recorded;
+  if (run != RecordedRun::direct) ++recording_counts_.replayed;
 }
 
 ForwardStats BertModel::pretraining_losses(int B, int64_t rows, int64_t masked) const {

@@ -188,7 +188,7 @@ class BertModel {
   };
   ReplayArgs* replay_args_;                  // device
   const ReplayArgs* replay_at_ = nullptr;    // replay_args_ while running recorded work, else null
-  std::map<RecordingKey, std::unique_ptr<RecordedWork>> recordings_;  // null: seen once, not recorded
+  std::map<RecordingKey, RecordingSlot> recordings_;
   RecordingCounts recording_counts_;
   Act emb_sum_, emb_ln_, hidden0_;  // [T,H] embeddings
   float *emb_mean_, *emb_rstd_;     // [T]

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/optimizer_math.h"
 
 namespace bert {
 
@@ -27,6 +28,8 @@ Optimizer::Optimizer(const OptimizerConfig& config, const ParamTable& table, Ops
   m_ = static_cast<float*>(ops_.alloc(bytes));
   v_ = static_cast<float*>(ops_.alloc(bytes));
   update_ = static_cast<float*>(ops_.alloc(bytes));
+  state_ = static_cast<OptimizerStepState*>(ops_.alloc(sizeof(OptimizerStepState)));
+  trust_ = config_.name != "lamb" ? TrustRatio::none : config_.nvlamb ? TrustRatio::all : TrustRatio::decayed;
 }
 
 std::vector<double> Optimizer::tensor_sums(const float* x) {
@@ -38,43 +41,46 @@ std::vector<double> Optimizer::tensor_sums(const float* x) {
 }
 
 Optimizer::~Optimizer() {
+  recording_.work.reset();
+  ops_.release(state_);
   ops_.release(update_);
   ops_.release(v_);
   ops_.release(m_);
+}
+
+OptimizerStepState Optimizer::step_inputs(double lr, double grad_scale) const {
+  const int64_t t = steps_ + 1;
+  OptimizerStepState st;
+  st.grad_scale = grad_scale;
+  st.max_grad_norm = config_.max_grad_norm;
+  st.lr = lr;
+  st.adam.beta1 = static_cast<float>(config_.beta1);
+  st.adam.beta2 = static_cast<float>(config_.beta2);
+  st.adam.eps = static_cast<float>(config_.eps);
+  if (config_.bias_correction) {  // from the same fp32 betas the moment update uses (as apex does)
+    st.adam.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(st.adam.beta1), static_cast<double>(t)));
+    st.adam.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(st.adam.beta2), static_cast<double>(t)));
+  }
+  return st;
 }
 
 OptimizerResult Optimizer::step(float* all_params, const float* all_grads, double lr, double grad_scale) {
   float* params = all_params + begin_;
   const float* grads = all_grads + begin_;
   OptimizerResult result;
+  OptimizerStepState st = step_inputs(lr, grad_scale);
   std::vector<double> sq = tensor_sums(grads);
   if (sum_across_shards_) sum_across_shards_(sq.data(), static_cast<int64_t>(sq.size()));
-  double total = 0;
-  for (double s : sq) total += s;
-  result.grad_norm = std::sqrt(total) * grad_scale;
-  if (!std::isfinite(result.grad_norm)) {
+  derive_step_scalars(st, sq.data(), static_cast<int>(sq.size()));
+  result.grad_norm = st.grad_norm;
+  if (st.skipped) {
     result.skipped = true;
     return result;
   }
-  double clip = 1.0;
-  if (config_.max_grad_norm > 0 && result.grad_norm > config_.max_grad_norm) {
-    clip = result.grad_norm / config_.max_grad_norm;
-  }
-
-  const int64_t t = steps_ + 1;
-  AdamStepArgs args;
-  args.beta1 = static_cast<float>(config_.beta1);
-  args.beta2 = static_cast<float>(config_.beta2);
-  args.eps = static_cast<float>(config_.eps);
-  if (config_.bias_correction) {  // from the same fp32 betas the moment update uses (as apex does)
-    args.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta1), static_cast<double>(t)));
-    args.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), static_cast<double>(t)));
-  }
-  args.grad_scale = static_cast<float>(grad_scale / clip);
-  const bool lamb = config_.name == "lamb";
+  const bool lamb = trust_ != TrustRatio::none;
   // LAMB: ‖p‖² and ‖u‖² per segment from the direction's own pass (p: [0, S), u: [S, 2S)).
   std::vector<double> seg_sums(lamb ? 2 * segs_.size() : 0);
-  ops_.adam_direction(update_, m_, v_, grads, params, segs_, args, lamb ? seg_sums.data() : nullptr);
+  ops_.adam_direction(update_, m_, v_, grads, params, segs_, st.adam, lamb ? seg_sums.data() : nullptr);
 
   std::vector<float> scale(segs_.size(), static_cast<float>(lr));
   if (lamb) {
@@ -86,15 +92,34 @@ OptimizerResult Optimizer::step(float* all_params, const float* all_grads, doubl
     }
     if (sum_across_shards_) sum_across_shards_(sums.data(), static_cast<int64_t>(sums.size()));
     for (size_t s = 0; s < segs_.size(); ++s) {
-      if (segs_[s].weight_decay == 0.0f && !config_.nvlamb) continue;
       const size_t tensor = tensor_of_[s];
-      const double p_norm = std::sqrt(sums[tensor]), u_norm = std::sqrt(sums[tensors_ + tensor]);
-      if (p_norm > 0 && u_norm > 0) scale[s] = static_cast<float>(lr * p_norm / u_norm);
+      scale[s] = update_scale(lr, sums[tensor], sums[tensors_ + tensor],
+                              trust_ratio_applies(trust_, segs_[s].weight_decay));
     }
   }
   ops_.apply_update(params, update_, segs_, scale);
   ops_.weights_changed();
-  steps_ = t;
+  steps_ += 1;
+  return result;
+}
+
+OptimizerResult Optimizer::step_recorded(float* all_params, const float* all_grads, double lr, double grad_scale) {
+  BERT_CHECK(!sum_across_shards_ && begin_ == 0 && segs_.size() == tensors_, Code::internal,
+             "a recorded optimizer step needs the unsharded optimizer");
+  const OptimizerStepState inputs = step_inputs(lr, grad_scale);
+  ops_.upload(state_, &inputs, sizeof inputs);
+  OptimizerResult result;
+  result.run = run_recorded(ops_, recording_, [&] {
+    ops_.optimizer_step(all_params, m_, v_, update_, all_grads, segs_, trust_, state_);
+  });
+  OptimizerStepState done;
+  ops_.download(&done, state_, sizeof done);
+  result.grad_norm = done.grad_norm;
+  result.skipped = done.skipped != 0;
+  if (!result.skipped) {
+    ops_.weights_changed();
+    steps_ += 1;
+  }
   return result;
 }
 

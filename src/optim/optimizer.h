@@ -27,6 +27,7 @@ struct OptimizerConfig {
 struct OptimizerResult {
   double grad_norm = 0;  // of the averaged gradient, before clipping
   bool skipped = false;  // non-finite gradient: no update
+  RecordedRun run = RecordedRun::direct;  // step_recorded: how the step's work ran
 };
 
 // The slice [begin, end) of the flat parameter buffer an optimizer updates, and how its partial
@@ -47,6 +48,11 @@ class Optimizer {
   // grad_scale (1 / (micro-batches × ranks)) and clipped. params and grads are the whole flat
   // buffers; only the shard's slice is read (of grads) and written (of params).
   OptimizerResult step(float* params, const float* grads, double lr, double grad_scale);
+  // The same step as one backend op with its scalars in backend memory (Ops::optimizer_step),
+  // run through a recording (CUDA graphs: recorded on the second call, replayed after); the host
+  // uploads the step's scalars before and reads the norm and skip flag after. Unsharded only; the
+  // same bits as step(). params and grads must be the same buffers on every call.
+  OptimizerResult step_recorded(float* params, const float* grads, double lr, double grad_scale);
 
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
@@ -67,11 +73,16 @@ class Optimizer {
   int64_t begin_ = 0;
   int64_t elems_ = 0;
   int64_t steps_ = 0;
+  TrustRatio trust_ = TrustRatio::none;
   // Per-tensor sums of squares of x (the slice, from begin_) over the slice's parts.
   std::vector<double> tensor_sums(const float* x);
+  // The inputs of step steps_ + 1's scalars.
+  OptimizerStepState step_inputs(double lr, double grad_scale) const;
   float* m_ = nullptr;
   float* v_ = nullptr;
   float* update_ = nullptr;
+  OptimizerStepState* state_ = nullptr;  // backend memory, for step_recorded
+  RecordingSlot recording_;
 };
 
 }  // namespace bert

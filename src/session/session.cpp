@@ -423,7 +423,16 @@ StepStats Session::optimizer_step() {
     s.learning_rate = schedule_.at(global_step_ + 1);
     // The gradient is a sum over micro-batches and ranks of loss-scaled gradients.
     const double grad_scale = 1.0 / (static_cast<double>(accum_micro_) * comm_->world_size() * scaler_.scale());
-    OptimizerResult r = optimizer_->step(model_->param_data(), model_->grad_data(), s.learning_rate, grad_scale);
+    // With CUDA graphs the optimizer step is recorded and replayed too; with dist.shard_optimizer
+    // it is driven from the host (its sums are added across ranks there).
+    const bool recorded = config_.train.cuda_graphs && !config_.dist.shard_optimizer;
+    OptimizerResult r = recorded ? optimizer_->step_recorded(model_->param_data(), model_->grad_data(),
+                                                             s.learning_rate, grad_scale)
+                                 : optimizer_->step(model_->param_data(), model_->grad_data(), s.learning_rate,
+                                                    grad_scale);
+    if (r.run == RecordedRun::recorded) {
+      log_message(log_info, "step " + std::to_string(global_step_ + 1) + ": recorded the optimizer step as a CUDA graph");
+    }
     if (!shard_counts_.empty() && !r.skipped) {  // every rank skips together: the norm is global
       comm_->all_gather(model_->param_data(), shard_counts_);
       ops_->weights_changed();

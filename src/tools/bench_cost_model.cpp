@@ -113,7 +113,10 @@ struct ModelledStep {
 ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config, const bert::CostModelOptions& options,
                         const bert::DeviceModel& device) {
   nlohmann::json modelled = modelled_config(q, config);
-  if (q.shard_optimizer) modelled["dist"]["bucket_mb"] = 0;  // reduce-scattered after the backward pass
+  if (q.shard_optimizer) {  // reduce-scattered after the backward pass, the step driven from the host
+    modelled["dist"]["bucket_mb"] = 0;
+    modelled["dist"]["shard_optimizer"] = true;
+  }
   // CUDA graphs as the session records them on a GPU (the validation refuses them on the "cpu"
   // device this session is configured with, so they are switched on after it).
   bert::SessionConfig session_config = bert::parse_session_config(modelled.dump());

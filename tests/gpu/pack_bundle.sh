@@ -14,7 +14,7 @@ OUT="${2:-gpu_bundle}"
 
 programs=(
   tests/gpu/gpu_cuda_ops_vs_cpu tests/gpu/gpu_cuda_casts tests/gpu/gpu_weight_mirror
-  tests/gpu/gpu_fused_attention tests/gpu/gpu_cuda_graphs tests/gpu/gpu_graphed_buckets tests/gpu/gpu_e2e_capi tests/gpu/gpu_cuda_without_device
+  tests/gpu/gpu_fused_attention tests/gpu/gpu_cuda_graphs tests/gpu/gpu_e2e_capi tests/gpu/gpu_cuda_without_device
   tests/dist/dist_nccl_gpu src/tools/bert-bench tests/unit/bench_op_profile
 )
 for p in "${programs[@]}"; do

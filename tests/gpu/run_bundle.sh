@@ -63,7 +63,7 @@ run_test() {  # name, timeout seconds, command...
 }
 
 if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
-  for t in cuda_without_device cuda_ops_vs_cpu cuda_casts weight_mirror fused_attention cuda_graphs graphed_buckets e2e_capi; do
+  for t in cuda_without_device cuda_ops_vs_cpu cuda_casts weight_mirror fused_attention cuda_graphs e2e_capi; do
     run_test "$t" 600 "$BUNDLE/bin/gpu_$t" --gtest_output="xml:$LOGS/$t.xml"
   done
   run_test nccl_gpu 300 "$BUNDLE/bin/dist_nccl_gpu" --gtest_output="xml:$LOGS/nccl_gpu.xml"

@@ -330,7 +330,9 @@ TEST(EndToEnd, FineTuningHeadsTrainInFp16LikeTheCpu) {
 namespace {
 
 std::vector<int> g_recorded_lengths;  // tokens per sequence of each recording the session logs
+int g_recorded_optimizer_steps = 0;
 void note_recordings(bert_log_level, const char* message, void*) {
+  if (std::strstr(message, "recorded the optimizer step as a CUDA graph")) ++g_recorded_optimizer_steps;
   int batch = 0, length = 0;
   if (const char* at = std::strstr(message, "recorded the forward and backward of ")) {
     if (std::sscanf(at, "recorded the forward and backward of %d x %d tokens", &batch, &length) == 2) {
@@ -387,8 +389,10 @@ Trained train_tiny(bool cuda_graphs, int steps, bool fused_attention = false) {
 void expect_graphs_replay_bitwise(bool fused_attention) {
   bert_set_log_callback(note_recordings, nullptr);
   g_recorded_lengths.clear();
+  g_recorded_optimizer_steps = 0;
   const Trained direct = train_tiny(false, 3, fused_attention);
   EXPECT_TRUE(g_recorded_lengths.empty());
+  EXPECT_EQ(g_recorded_optimizer_steps, 0);
   const Trained graphed = train_tiny(true, 3, fused_attention);
   bert_set_log_callback(nullptr, nullptr);
   std::vector<int> bins = g_recorded_lengths;
@@ -396,6 +400,7 @@ void expect_graphs_replay_bitwise(bool fused_attention) {
   bins.erase(std::unique(bins.begin(), bins.end()), bins.end());
   EXPECT_GE(bins.size(), 2u) << "recordings of one length bin only";
   EXPECT_LE(g_recorded_lengths.size(), 2 * bins.size());
+  EXPECT_EQ(g_recorded_optimizer_steps, 1) << "the optimizer step: run directly in step 1, recorded in step 2";
   for (int length : bins) EXPECT_TRUE(length % 4 == 0 && length >= 32 && length <= 64) << length;
   ASSERT_EQ(direct.losses.size(), 9u);
   ASSERT_EQ(graphed.losses.size(), direct.losses.size());
@@ -425,9 +430,10 @@ void expect_graphs_replay_bitwise(bool fused_attention) {
 // sequences (32 to 64 tokens each) fall into more than one bin of 4 tokens, each recorded at its
 // second appearance (the first runs directly and grows scratch buffers); a recording is made again
 // after the backend freed memory (the first optimizer step grows its scratch buffers), so there
-// are at most two per bin. (On a GPU the fixed MLM row count is another GEMM shape for the MLM
-// head than the direct run's; should cuBLASLt's heuristic pick another algorithm for it, the
-// parameters would differ in the last bits and this test says how many.)
+// are at most two per bin. The optimizer step is recorded too (in step 2) and replayed in step 3.
+// (On a GPU the fixed MLM row count is another GEMM shape for the MLM head than the direct run's;
+// should cuBLASLt's heuristic pick another algorithm for it, the parameters would differ in the
+// last bits and this test says how many.)
 TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) { expect_graphs_replay_bitwise(false); }
 
 // The same with cuDNN's fused attention recorded in the graphs: its dropout seed is folded on the

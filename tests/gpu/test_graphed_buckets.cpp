@@ -6,8 +6,9 @@
 // graphs must equal the run without and a one-rank run bit for bit (doubling and halving are
 // exact), while the host starts buckets only in the steps that run or record directly. A replay
 // that lost its buckets (half the gradient) or a bucket started twice (twice) would change the
-// gradient norms (LAMB's trust ratio leaves the weights almost blind to the gradient's scale). On a GPU and under the emulation (emulated_graphed_buckets). NCCL itself inside a
-// graph: tests/dist/test_nccl_gpu.cpp.
+// gradient norms (LAMB's trust ratio leaves the weights almost blind to the gradient's scale). On a
+// GPU (in gpu_cuda_graphs) and under the emulation (emulated_graphed_buckets). NCCL itself inside
+// a graph: tests/dist/test_nccl_gpu.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -149,6 +149,10 @@ class EmulatorTrafficOps final : public Ops {
                          const std::vector<float>& scales) override {
     count("apply_update", [&] { inner_->apply_update(p, u, segs, scales); });
   }
+  void optimizer_step_impl(float* p, float* m, float* v, float* u, const float* g,
+                           const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state) override {
+    count("optimizer_step", [&] { inner_->optimizer_step(p, m, v, u, g, segs, trust, state); });
+  }
   void scale_impl(float* x, float a, int64_t n) override {
     count("scale", [&] { inner_->scale(x, a, n); });
   }

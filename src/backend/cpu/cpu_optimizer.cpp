@@ -1,13 +1,14 @@
 // Optimizer primitives on the CPU over segments of the flat parameter buffer: per-segment sums
 // of squares (double, fixed chunking and summation order, so identical for any thread count),
 // the Adam direction shared by LAMB and AdamW (with LAMB's sums of squares from the same pass),
-// the scaled parameter update, and scaling.
+// the scaled parameter update, scaling, and a whole step with its scalars in (host) backend memory.
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
+#include "core/optimizer_math.h"
 
 namespace bert {
 namespace {
@@ -109,6 +110,25 @@ void CpuOps::apply_update_impl(float* param, const float* update, const std::vec
 #pragma omp for schedule(static) nowait
     for (int64_t i = begin; i < end; ++i) param[i] -= a * update[i];
   }
+}
+
+// Backend memory is the host's here: the state is read and written in place, around the same
+// primitives Optimizer::step drives.
+void CpuOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                                 const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state) {
+  const size_t S = segs.size();
+  std::vector<double> sums(2 * S);
+  segment_sumsq_impl(sums.data(), grad, segs);
+  derive_step_scalars(*state, sums.data(), static_cast<int>(S));
+  if (state->skipped) return;
+  const bool trust_sums = trust != TrustRatio::none;
+  adam_direction_impl(update, m, v, grad, param, segs, state->adam, trust_sums ? sums.data() : nullptr);
+  std::vector<float> scale(S);
+  for (size_t s = 0; s < S; ++s) {
+    scale[s] = segment_update_scale(state->lr, sums.data(), static_cast<int>(S), static_cast<int>(s), trust,
+                                    segs[s].weight_decay);
+  }
+  apply_update_impl(param, update, segs, scale);
 }
 
 void CpuOps::scale_impl(float* x, float a, int64_t n) {

@@ -72,7 +72,7 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   memory_ = std::make_unique<DeviceMemory>(stream_);
   gemm_ = std::make_unique<LtGemm>(precision, *memory_, stream_);
-  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_, &seqs_table_})
+  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_, &seqs_table_, &step_table_})
     *buffer = std::make_unique<ScratchBuffer>(*memory_, stream_);
   label_status_ = static_cast<int32_t*>(memory_->alloc(4 * sizeof(int32_t)));
   CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_label_status_), 4 * sizeof(int32_t)));
@@ -89,7 +89,7 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool
 CudaOps::~CudaOps() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   fused_.reset();
-  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_, &seqs_table_}) buffer->reset();
+  for (auto* buffer : {&partials_, &sort_, &attn_a_, &attn_b_, &table_, &sums_, &seqs_table_, &step_table_}) buffer->reset();
   if (host_label_status_ != nullptr) cudaFreeHost(host_label_status_);
   gemm_.reset();
   memory_.reset();
@@ -310,6 +310,42 @@ void CudaOps::apply_update_impl(float* param, const float* update,
   if (segs.empty()) return;
   const kernels::SegmentTable table = upload_segments(segs, host_scale);
   kernels::apply_update(param, update, table, stream_);
+}
+
+void CudaOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                                  const std::vector<ParamSegment>& segs, TrustRatio trust,
+                                  OptimizerStepState* state) {
+  const size_t S = segs.size();
+  if (S == 0) return;
+  const auto same = [](const ParamSegment& a, const ParamSegment& b) {
+    return a.offset == b.offset && a.size == b.size && a.weight_decay == b.weight_decay;
+  };
+  const bool known = std::equal(segs.begin(), segs.end(), step_segs_.begin(), step_segs_.end(), same);
+  const int64_t chunks = kernels::fill_segment_words(segs, host_table_);
+  const size_t word_bytes = host_table_.size() * sizeof(int64_t), value_bytes = S * sizeof(float);
+  char* device = static_cast<char*>(step_table_->get(word_bytes + 2 * value_bytes));
+  if (!known) {
+    host_values_.resize(S);
+    for (size_t s = 0; s < S; ++s) host_values_[s] = segs[s].weight_decay;
+    CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), word_bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(device + word_bytes, host_values_.data(), value_bytes, cudaMemcpyHostToDevice, stream_));
+    step_segs_ = segs;
+  }
+  const auto* words = reinterpret_cast<const int64_t*>(device);
+  const auto* weight_decay = reinterpret_cast<const float*>(device + word_bytes);
+  auto* scales = reinterpret_cast<float*>(device + word_bytes + value_bytes);
+  const kernels::SegmentTable decay_table = kernels::segment_table_at(words, weight_decay, static_cast<int>(S), chunks);
+  const kernels::SegmentTable scale_table = kernels::segment_table_at(words, scales, static_cast<int>(S), chunks);
+  double* partials = partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(2 * chunks, 1)));
+  double* sums = sums_->get_as<double>(2 * S);
+  kernels::segment_sumsq(sums, grad, decay_table, partials, stream_);
+  kernels::derive_step_scalars(state, sums, static_cast<int>(S), stream_);
+  const bool trust_sums = trust != TrustRatio::none;
+  kernels::adam_direction(update, m, v, grad, param, decay_table, AdamStepArgs{}, trust_sums ? partials : nullptr,
+                          stream_, state);
+  if (trust_sums) kernels::segment_partials_finish(sums, partials, decay_table, 2, stream_);
+  kernels::update_scales(scales, sums, weight_decay, static_cast<int>(S), trust, state, stream_);
+  kernels::apply_update(param, update, scale_table, stream_, state);
 }
 
 void CudaOps::scale_impl(float* x, float a, int64_t n) {

@@ -141,6 +141,9 @@ class CudaOps final : public Ops {
                            double* host_sumsq) override;
   void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                          const std::vector<float>& host_scale) override;
+  void optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
+                           const std::vector<ParamSegment>& segs, TrustRatio trust,
+                           OptimizerStepState* state) override;
   void scale_impl(float* x, float a, int64_t n) override;
 
   // Runs cuBLASLt's GELU_AUX_BIAS epilogue on known inputs and measures it against both forms.
@@ -166,6 +169,10 @@ class CudaOps final : public Ops {
   std::vector<int64_t> host_table_;  // [3 · segs + 1] chunk_start | offset | size
   std::vector<float> host_values_;   // [segs]
   std::vector<int64_t> host_seqs_;   // the device seqs_table_'s contents (softmax_sequences)
+  // optimizer_step's own segment table (chunk words | weight decay | the update scales the device
+  // writes), uploaded when its segments change and never while recording: recorded steps read it.
+  std::unique_ptr<ScratchBuffer> step_table_;
+  std::vector<ParamSegment> step_segs_;
   // softmax_xent's label check, kept on the device: the kernel counts labels >= V into
   // label_status_ [4] (count, first row, its label, V), an async copy brings it to pinned host
   // memory, and check_labels() reads it whenever the host waits for the stream anyway.
