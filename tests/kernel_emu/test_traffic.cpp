@@ -6,7 +6,8 @@
 // emulator's within kByteTolerance, its launches and host waits exactly; its GEMM FLOPs must
 // equal the analytic count (3 x forward: 2mnk per dense layer, QK^T and PV, the heads). Also:
 // softmax_xent makes no host round trip (no stream wait, no label copy). The fused residual
-// blocks (residual_layernorm_fwd/bwd) are among the ops compared.
+// blocks (residual_layernorm_fwd/bwd) are among the ops compared. The device-resident optimizer
+// step (what a recorded step runs) is compared on its own.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "data/synthetic_source.h"
 #include "dist/communicator.h"
 #include "model/model_inputs.h"
+#include "model/param_table.h"
 #include "session/session.h"
 
 namespace bert {
@@ -290,6 +292,50 @@ TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnBertTiny) { expect_cost_mo
 
 TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnUnpaddedBertTiny) {
   expect_cost_model_matches_emulator(true);
+}
+
+// The device-resident optimizer step (Ops::optimizer_step, LAMB, as a recorded step runs it) over
+// bert-tiny's tensors: the model's launches, host waits (none) and bytes against the emulator's,
+// on the second call (the first uploads its segment table).
+TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnTheDeviceOptimizerStep) {
+  auto traffic = std::make_unique<EmulatorTrafficOps>(make_cuda_ops(0, CudaOptions{"bf16"}));
+  EmulatorTrafficOps* emulator = traffic.get();
+  CostModelOptions options;
+  options.precision = "bf16";
+  CostModelOps model(options, std::move(traffic));
+  const ParamTable table(parse_session_config(R"({"model": "bert-tiny"})").model);
+  const std::vector<ParamSegment> segs = table.segments(0.01f);
+  const int64_t n = table.total_elems;
+  std::vector<float*> buffers;
+  for (int i = 0; i < 5; ++i) buffers.push_back(static_cast<float*>(model.alloc(n * sizeof(float))));
+  auto* state = static_cast<OptimizerStepState*>(model.alloc(sizeof(OptimizerStepState)));
+  OptimizerStepState inputs;
+  inputs.lr = 1e-3;
+  model.upload(state, &inputs, sizeof inputs);
+  const auto step = [&] {
+    model.optimizer_step(buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], segs, TrustRatio::decayed, state);
+  };
+  step();
+  model.reset();
+  emulator->reset();
+  step();
+  OpTraffic predicted;
+  for (const KernelCost& k : model.kernels()) {
+    predicted.launches += k.launches;
+    predicted.syncs += k.host_wait;
+    predicted.bytes += k.read_bytes + k.write_bytes;
+  }
+  ASSERT_EQ(emulator->per_op().size(), 1u);
+  const OpTraffic& measured = emulator->per_op().at("optimizer_step");
+  std::printf("optimizer_step bytes: model %.0f emulator %.0f (%+.3f%%)  launches %lld / %lld\n", predicted.bytes,
+              measured.bytes, 100 * (predicted.bytes / measured.bytes - 1), static_cast<long long>(predicted.launches),
+              static_cast<long long>(measured.launches));
+  EXPECT_EQ(predicted.launches, measured.launches);
+  EXPECT_EQ(predicted.syncs, 0);
+  EXPECT_EQ(measured.syncs, 0);
+  EXPECT_NEAR(predicted.bytes, measured.bytes, kByteTolerance * measured.bytes);
+  for (float* b : buffers) model.release(b);
+  model.release(state);
 }
 
 }  // namespace
