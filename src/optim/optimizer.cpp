@@ -1,5 +1,6 @@
 // Optimizer::step — global-norm clip, Adam moments with bias correction, decoupled weight
-// decay, and LAMB's per-tensor trust ratio (apex multi_tensor_lamb semantics).
+// decay, and LAMB's per-tensor trust ratio (apex multi_tensor_lamb semantics) — driven from the
+// host, and Optimizer::step_recorded, the same step as one device-resident op run as recorded work.
 #include "optim/optimizer.h"
 
 #include <algorithm>

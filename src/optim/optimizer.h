@@ -2,7 +2,8 @@
 // flat parameter buffer. Both share the Adam moment update (Ops::adam_direction); LAMB then
 // scales each tensor's update by its trust ratio ‖p‖/‖u‖. A sharded optimizer (ZeRO-1 style)
 // owns one contiguous slice of the flat buffer: its moments cover only that slice, and the
-// per-tensor sums of squares of the slices are added across ranks before they are used.
+// per-tensor sums of squares of the slices are added across ranks before they are used. With CUDA
+// graphs an unsharded optimizer's step runs as recorded work (step_recorded).
 #pragma once
 
 #include <cstdint>
