@@ -72,7 +72,7 @@ __global__ void scale_kernel(float* x, float a, int64_t n) {
 }
 
 __global__ void derive_step_scalars_kernel(OptimizerStepState* state, const double* grad_sumsq, int segments) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) bert::derive_step_scalars(*state, grad_sumsq, segments);
+  bert::derive_step_scalars(*state, grad_sumsq, segments);
 }
 
 __global__ void update_scales_kernel(float* scale, const double* sums, const float* weight_decay, int segments,
@@ -108,7 +108,7 @@ void apply_update(float* param, const float* update, const SegmentTable& table,
 }
 
 void derive_step_scalars(OptimizerStepState* state, const double* grad_sumsq, int segments, cudaStream_t stream) {
-  derive_step_scalars_kernel<<<1, 32, 0, stream>>>(state, grad_sumsq, segments);
+  derive_step_scalars_kernel<<<1, 1, 0, stream>>>(state, grad_sumsq, segments);
   CUDA_CHECK(cudaGetLastError());
 }
 

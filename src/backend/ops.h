@@ -41,6 +41,7 @@ struct ParamSegment {
   int64_t offset = 0;
   int64_t size = 0;
   float weight_decay = 0.0f;
+  bool operator==(const ParamSegment&) const = default;
 };
 
 // Backend work recorded once and run again (a CUDA graph): replay() queues it as recorded, reading

@@ -154,14 +154,13 @@ class NcclCommunicator : public Communicator {
     check_usable(what);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     BERT_CUDART_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(backend_stream), &capture));
-    capturing_ = capture != cudaStreamCaptureStatusNone;
     BERT_CUDART_CHECK(cudaEventRecord(backend_done_, static_cast<cudaStream_t>(backend_stream)));
     BERT_CUDART_CHECK(cudaStreamWaitEvent(stream_, backend_done_, 0));
     if (wire == WirePrecision::fp32) {
       enqueue(what, n, [&] { return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_); });
     } else {
       const kernels::LowPrecision kind = wire == WirePrecision::bf16 ? kernels::LowPrecision::bf16 : kernels::LowPrecision::fp16;
-      void* words = wire_words(n);
+      void* words = wire_words(n, capture != cudaStreamCaptureStatusNone);
       kernels::cast_to_lowp(words, data, n, 1.0f / static_cast<float>(world_), kind, stream_);
       const ncclDataType_t type = wire == WirePrecision::bf16 ? ncclBfloat16 : ncclFloat16;
       enqueue(what, n, [&] { return ncclAllReduce(words, words, n, type, ncclSum, comm_, stream_); });
@@ -294,12 +293,12 @@ class NcclCommunicator : public Communicator {
   // within the first step a short buffer means waiting for the sums in flight and growing to
   // everything this step has needed so far. A recording (CUDA graph) holds the buffer by address,
   // so it never grows while one is made: the step recorded cuts the buckets the first step (run
-  // directly) sized it for.
-  void* wire_words(int64_t n) {
+  // directly) sized it for (`capturing`: the backend's stream is recording one).
+  void* wire_words(int64_t n, bool capturing) {
     const size_t bytes = (static_cast<size_t>(n) * 2 + 255) / 256 * 256;
     step_wire_bytes_ += bytes;
     const bool first_of_step_short = wire_used_ == 0 && pending_elems_ == 0 && wire_bytes_ < largest_step_wire_bytes_;
-    if ((first_of_step_short || wire_used_ + bytes > wire_bytes_) && capturing_) {
+    if ((first_of_step_short || wire_used_ + bytes > wire_bytes_) && capturing) {
       fail(Code::internal, "NCCL's 16-bit gradient wire buffer (", wire_bytes_,
            " bytes) would grow while a CUDA graph records the buckets");
     }
@@ -411,7 +410,6 @@ class NcclCommunicator : public Communicator {
   size_t step_wire_bytes_ = 0, largest_step_wire_bytes_ = 0;  // 16-bit bytes of this / the largest step
   int64_t pending_elems_ = 0;
   int64_t joined_elems_ = 0;  // elements the last joined buckets sum (for messages)
-  bool capturing_ = false;  // the last bucket was started while the backend's stream recorded a graph
   bool broken_ = false;
 };
 

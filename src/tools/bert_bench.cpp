@@ -49,15 +49,15 @@ constexpr const char* kUsage =
     "                  [--fused-attention 0|1] [--data SHARD_DIR] [--unpad 0|1]\n"
     "                  [--length-bins 0|1] (a prediction: no GPU needed; --activations-16bit 0\n"
     "                  models fp32 activations; --length-bins 1: each bin's step and their mix;\n"
-    "                  --world N: the gradient all-reduce in buckets of dist.bucket_mb, default 25,\n"
-    "                  overlapping the backward pass, in dist.wire_precision)\n";
+    "                  --world N: the gradient all-reduce in buckets of dist.bucket_mb (the\n"
+    "                  session's default unless --bucket-mb), overlapping the backward pass)\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
-  std::string cost_model, wire_precision = "fp32";
-  double bucket_mb = 25;
+  std::string cost_model;
+  nlohmann::json dist = nlohmann::json::object();  // dist keys given on the command line
   int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
   bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false, activations_16bit = true;
   bool length_bins = false;
@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
     else if (a == "--graphed") graphed = v == "1" || v == "true";
     else if (a == "--world") world = std::atoi(v.c_str());
     else if (a == "--link-gbs") link_gbs = std::atof(v.c_str());
-    else if (a == "--bucket-mb") bucket_mb = std::atof(v.c_str());
-    else if (a == "--wire-precision") wire_precision = v;
+    else if (a == "--bucket-mb") dist["bucket_mb"] = std::atof(v.c_str());
+    else if (a == "--wire-precision") dist["wire_precision"] = v;
     else if (a == "--shard-optimizer") shard_optimizer = v == "1" || v == "true";
     else if (a == "--activations-16bit") activations_16bit = v == "1" || v == "true";
     else {
@@ -124,8 +124,8 @@ int main(int argc, char** argv) {
         {"fused_attention", fused_attention},
         {"recompute_gelu", recompute == "gelu" || recompute == "all"},
         {"recompute_attention", recompute == "attention" || recompute == "all"}}},
-      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", unpad}}},
-      {"dist", {{"bucket_mb", bucket_mb}, {"wire_precision", wire_precision}}}};
+      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", unpad}}}};
+  if (!dist.empty()) config["dist"] = dist;
   if (graphed && cost_model.empty()) config["train"]["cuda_graphs"] = true;
   if (!data_dir.empty()) {
     config["data"]["source"] = "hdf5";

@@ -317,14 +317,10 @@ void CudaOps::optimizer_step_impl(float* param, float* m, float* v, float* updat
                                   OptimizerStepState* state) {
   const size_t S = segs.size();
   if (S == 0) return;
-  const auto same = [](const ParamSegment& a, const ParamSegment& b) {
-    return a.offset == b.offset && a.size == b.size && a.weight_decay == b.weight_decay;
-  };
-  const bool known = std::equal(segs.begin(), segs.end(), step_segs_.begin(), step_segs_.end(), same);
   const int64_t chunks = kernels::fill_segment_words(segs, host_table_);
   const size_t word_bytes = host_table_.size() * sizeof(int64_t), value_bytes = S * sizeof(float);
   char* device = static_cast<char*>(step_table_->get(word_bytes + 2 * value_bytes));
-  if (!known) {
+  if (segs != step_segs_) {
     host_values_.resize(S);
     for (size_t s = 0; s < S; ++s) host_values_[s] = segs[s].weight_decay;
     CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), word_bytes, cudaMemcpyHostToDevice, stream_));
