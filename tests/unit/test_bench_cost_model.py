@@ -7,7 +7,8 @@ bin's step is predicted and the mix is their average weighted by the bins' seque
 the gradient's ring all-reduce (over a slow 20 GB/s link, so that it matters for bert-tiny, in
 buckets of 1 MB) moves 2(W-1)/W of the fp32 gradient (half that with a bf16 wire), overlaps the
 backward pass (exposed less than all of it), and adds exactly its exposed part to the one-GPU step,
-launched and graphed; a sharded optimizer's collectives (after the backward pass) are all exposed.
+launched and graphed; a sharded optimizer's collectives (after the backward pass) are all exposed;
+bad --wire-precision values exit 1 with the config's message.
 
 usage: test_bench_cost_model.py BERT_BENCH BERT_PREP"""
 import json
@@ -90,6 +91,11 @@ def check_world(binary: str) -> str:
     assert abs(bf16["collective_seconds"] - expected) <= 1e-9 * expected, (bf16["collective_seconds"], expected)
     sharded = summary(bench(binary, "h100", "--world", "8", "--link-gbs", "20", "--shard-optimizer", "1"))
     assert abs(sharded["exposed_collective_seconds"] - sharded["collective_seconds"]) <= 1e-12, sharded
+    # A wire precision that does not exist, and a 16-bit wire with the (fp32) sharded optimizer: the config's messages.
+    bad = bench(binary, "h100", "--world", "8", "--wire-precision", "fp8")
+    assert bad.returncode == 1 and "config key 'dist.wire_precision' = \"fp8\" is not one of: fp32, bf16, fp16" in bad.stderr, bad.stderr
+    bad = bench(binary, "h100", "--world", "8", "--wire-precision", "bf16", "--shard-optimizer", "1")
+    assert bad.returncode == 1 and "'dist.shard_optimizer' = true reduce-scatters gradients in fp32" in bad.stderr, bad.stderr
     return "; ".join(lines)
 
 

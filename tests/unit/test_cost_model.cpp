@@ -111,6 +111,17 @@ TEST(CostModel, CollectivesOverlapTheKernelsQueuedAfterThemUntilAJoin) {
   double row_seconds = 0;
   for (const CostRow& r : p.by_op) row_seconds += r.seconds;
   EXPECT_NEAR(row_seconds, 5.5e-3, 1e-12) << "rows add each entry's own time";
+  // A device without a known link between GPUs refuses collectives, naming it and the op.
+  d.gpu_link = 0;
+  try {
+    predict_step({sum}, d);
+    FAIL() << "a collective without a link bandwidth was predicted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("no link bandwidth between GPUs is known for device 'h100' (allreduce (ring))"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {

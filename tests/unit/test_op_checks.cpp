@@ -56,6 +56,11 @@ TEST(OpChecks, MessagesNameTheOpAndTheValue) {
                   "segment_sumsq: segment 0 has offset 0 and size -3");
   expect_rejected([&] { ops->adam_direction(f, f, f, f, f, {{0, 4, 0.0f}, {-1, 2, 0.0f}}, AdamStepArgs{}); },
                   "adam_direction: segment 1 has offset -1 and size 2");
+  expect_rejected([&] { ops->optimizer_step(f, f, f, f, f, {{0, 4, 0.0f}}, TrustRatio::decayed, nullptr); },
+                  "optimizer_step: no state");
+  OptimizerStepState state;
+  expect_rejected([&] { ops->optimizer_step(f, f, f, f, f, {{0, -4, 0.0f}}, TrustRatio::decayed, &state); },
+                  "optimizer_step: segment 0 has offset 0 and size -4");
   layout.seq_start = {2, 4};
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, DropoutSite{}); },
                   "attention_fwd: layout needs seq_start = {0, ...}");
