@@ -42,11 +42,6 @@ class Carver {
   size_t used_ = 0;
 };
 
-// Labels that count (unlabelled rows are < 0).
-int64_t labelled(const std::vector<int32_t>& labels) {
-  return std::count_if(labels.begin(), labels.end(), [](int32_t label) { return label >= 0; });
-}
-
 }  // namespace
 
 BertModel::BertModel(const BertConfig& config, const TaskConfig& task, const ModelLimits& limits, Ops& ops)
@@ -270,33 +265,26 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
   BERT_CHECK(!(backward && limits_.inference), Code::internal, "backward pass on an inference model");
   BERT_CHECK(!backward || in.has_labels, Code::internal, "backward pass without labels");
   const bool recorded = backward && backward->recorded;
-  ModelInputs fixed_rows;  // recorded work has B · max_predictions MLM rows, the extra ones unlabelled
-  if (recorded) {
-    fixed_rows = in;
-    const size_t rows = static_cast<size_t>(in.batch_size()) * limits_.max_predictions;
-    fixed_rows.mlm_rows.resize(rows, 0);
-    fixed_rows.mlm_labels.resize(rows, -1);
-  }
-  const ModelInputs& used = recorded ? fixed_rows : in;
-  upload_inputs(used);
+  upload_inputs(in);
   ForwardStats stats;
   if (recorded) {
-    compute_recorded(used, drop, *backward, abort);
+    compute_recorded(in, drop, *backward, abort);
   } else {
-    stats = compute(used, drop, backward, abort, output);
+    stats = compute(in, drop, backward, abort, output);
   }
   if (task_.pretraining() && in.has_labels) {
-    stats = pretraining_losses(in.batch_size(), static_cast<int64_t>(used.mlm_rows.size()), labelled(in.mlm_labels));
+    stats = pretraining_losses(in.batch_size(), static_cast<int64_t>(in.mlm_rows.size()), in.mlm_labelled);
   }
   return stats;
 }
 
 void BertModel::compute_recorded(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions& backward,
                                  const std::atomic<bool>* abort) {
-  BERT_CHECK(task_.pretraining() && in.layout.uniform_length() > 0, Code::internal,
-             "recorded forward and backward need pretraining on padded batches");
+  BERT_CHECK(task_.pretraining() && in.layout.uniform_length() > 0 &&
+                 in.mlm_rows.size() == static_cast<size_t>(in.batch_size()) * limits_.max_predictions,
+             Code::internal, "recorded forward and backward need pretraining on padded batches with fixed MLM rows");
   check_abort(abort);
-  const int64_t masked = labelled(in.mlm_labels);
+  const int64_t masked = in.mlm_labelled;
   const ReplayArgs args{drop.step, masked > 0 ? backward.loss_scale / masked : 0.0f};
   ops_.upload(replay_args_, &args, sizeof args);
   ops_.refresh_weights();
@@ -407,7 +395,7 @@ ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop
       ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
       ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
       ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
-      const int64_t masked = labelled(in.mlm_labels);  // Nm, or fewer in recorded work's fixed rows
+      const int64_t masked = in.mlm_labelled;  // Nm, or fewer in recorded work's fixed rows
       const ScaleArg mlm_scale(masked > 0 ? loss_scale / masked : 0.0f,
                                replay_at_ != nullptr ? &replay_at_->mlm_grad_scale : nullptr);
       ops_.softmax_xent(logits_, losses_ + B, correct_ + B, logits_, mlm_labels_, Nm, V, Vp, mlm_scale);

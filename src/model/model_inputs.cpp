@@ -154,6 +154,11 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, co
       out.mlm_rows.push_back(row0 + pos);
       out.mlm_labels.push_back(label);
     }
+    out.mlm_labelled += static_cast<int64_t>(sample.masked.size());
+    if (padding.fixed_mlm_rows && task.pretraining()) {
+      out.mlm_rows.resize(out.mlm_rows.size() + max_predictions - sample.masked.size(), row0);
+      out.mlm_labels.resize(out.mlm_rows.size(), -1);
+    }
   }
   out.has_labels = task.pretraining() && need_labels;
   if (need_labels) add_task_labels(in, task, out);

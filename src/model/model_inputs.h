@@ -35,7 +35,8 @@ struct ModelInputs {
   std::vector<int32_t> cls_rows;                     // [B]: token row of each [CLS]
   std::vector<int32_t> nsp_labels;                   // [B]
   std::vector<int32_t> mlm_rows;                     // [Nm]: token row of each masked position
-  std::vector<int32_t> mlm_labels;                   // [Nm]
+  std::vector<int32_t> mlm_labels;                   // [Nm]: < 0 for the unlabelled fixed rows
+  int64_t mlm_labelled = 0;                          // MLM rows with a label
   // Fine-tuning heads: class ids [B] (sequence), [T] (token; -1 ignored) or start then end
   // positions [2B] (QA; -1 ignored); regression targets [B].
   std::vector<int32_t> task_labels;
@@ -54,6 +55,9 @@ struct Padding {
   // Not packed: every sequence keeps the same number of rows, the batch's longest sequence (its
   // last real or masked token) rounded up to a multiple of this, at most seq_length; 0: seq_length.
   int multiple = 0;
+  // Every sequence gets max_predictions MLM rows, those past its masked positions unlabelled (row
+  // of its [CLS], label -1): recorded work's MLM head then has a shape that depends only on B.
+  bool fixed_mlm_rows = false;
 };
 
 // Validates `batch` against the model and the limits (throws Error(invalid_argument) naming the

@@ -274,9 +274,11 @@ Padding Session::padding() const {
   return p;
 }
 
-ModelInputs Session::inputs(const BatchView& batch, bool need_labels) const {
+ModelInputs Session::inputs(const BatchView& batch, bool need_labels, bool recorded) const {
+  Padding p = padding();
+  p.fixed_mlm_rows = recorded;
   return build_model_inputs(batch, config_.model, config_.task, config_.train.micro_batch, config_.data.max_seq_length,
-                            config_.data.max_predictions_per_seq, padding(), need_labels);
+                            config_.data.max_predictions_per_seq, p, need_labels);
 }
 
 void Session::require_training(const char* call) const {
@@ -317,7 +319,7 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
   require_training("bert_forward_backward");
   return abortable([&] {
     const auto t0 = Clock::now();
-    ModelInputs in = inputs(batch);
+    ModelInputs in = inputs(batch, true, config_.train.cuda_graphs);
     DropoutStream drop;
     drop.enabled = config_.train.dropout;
     drop.seed = config_.train.seed + kDropoutRankStride * static_cast<uint64_t>(comm_->rank());

@@ -1,6 +1,6 @@
 // build_model_inputs' token layouts: packed (unpad), padded to seq_length, and padded to the
 // batch's longest used length rounded up to a multiple (data.pad_to_multiple, and the length bins
-// of recorded CUDA-graph micro-batches).
+// of recorded CUDA-graph micro-batches), and the fixed MLM rows of recorded micro-batches.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -55,6 +55,16 @@ TEST(ModelInputs, PaddedToAMultipleKeepsTheLongestUsedLengthRoundedUp) {
   EXPECT_EQ(in.key_bias[48 + 19], -10000.0f);
   EXPECT_EQ(in.key_bias[5], -10000.0f);
   EXPECT_EQ(in.seq_length, 32);
+}
+
+TEST(ModelInputs, FixedMlmRowsGiveEverySequenceMaxPredictionsRowsTheExtraOnesUnlabelled) {
+  Padding padding{false, 8};
+  EXPECT_EQ(build(padding).mlm_labelled, 5);
+  padding.fixed_mlm_rows = true;  // as recorded (CUDA graph) micro-batches are built
+  const ModelInputs in = build(padding);
+  EXPECT_EQ(in.mlm_rows, (std::vector<int32_t>{3, 7, 24 + 1, 24 + 16, 48 + 2, 48}));
+  EXPECT_EQ(in.mlm_labels, (std::vector<int32_t>{11, 12, 13, 14, 15, -1}));
+  EXPECT_EQ(in.mlm_labelled, 5);
 }
 
 TEST(ModelInputs, AMultipleBeyondTheSequenceKeepsSeqLength) {
