@@ -579,9 +579,9 @@ void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
   staged_.clear();
 }
 
-void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  if (inner_) inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+  if (inner_) inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site);
   if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim, site.p != 0.0f);
   const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
   const bool dropout = site.p != 0.0f;
@@ -900,8 +900,9 @@ void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout&
   if (T == 0) return;
   const char* op = "attention_fwd";
   fused_attention_table(op, layout, dropout);
-  // The kept O (a scratch buffer per probs buffer, grown as CudnnAttention's is).
-  const size_t kept = static_cast<size_t>(T * H * kLowpBytes) + 256 + static_cast<size_t>(B) * sizeof(int32_t);
+  // The kept sequence lengths (a scratch buffer per probs buffer, grown as CudnnAttention's is;
+  // O is written into the 16-bit ctx, which the backward reads it from).
+  const size_t kept = static_cast<size_t>(B) * sizeof(int32_t);
   auto& [ptr, bytes] = fused_saved_[saved];
   if (bytes < kept) {
     if (ptr != nullptr) release(ptr);
@@ -914,7 +915,6 @@ void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout&
   KernelCost& k = add(op, "fused attention", fused_attention_flops(layout, heads, head_dim),
                       3 * T * H * kLowpBytes, T * H * kLowpBytes + 4.0 * T * heads);
   k.unit = MathUnit::fused_attention_fwd;
-  add(op, "copy", 0, T * H * kLowpBytes, T * H * kLowpBytes);  // the kept O into ctx
 }
 
 void CostModelOps::fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim, bool dropout) {

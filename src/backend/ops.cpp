@@ -159,11 +159,11 @@ void Ops::attention_fwd(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
   attention_fwd_impl(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
 }
 
-void Ops::attention_bwd(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+void Ops::attention_bwd(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   check_attention_args("attention_bwd", layout, heads, head_dim, site);
-  check_types("attention_bwd", activation_type(), {{"dqkv", dqkv}, {"dctx", dctx}, {"qkv", qkv}, {"probs", probs}});
-  attention_bwd_impl(dqkv, dctx, qkv, probs, layout, heads, head_dim, site);
+  check_types("attention_bwd", activation_type(), {{"dqkv", dqkv}, {"dctx", dctx}, {"ctx", ctx}, {"qkv", qkv}, {"probs", probs}});
+  attention_bwd_impl(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site);
 }
 
 void Ops::gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {

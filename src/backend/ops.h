@@ -187,8 +187,9 @@ class Ops {
   void attention_fwd(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                      const AttentionLayout& layout, int heads, int head_dim,
                      const DropoutSite& site);
-  // dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs and the same site.
-  void attention_bwd(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+  // dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs, the forward's output ctx
+  // (unchanged since; a fused attention reads it back) and the same site.
+  void attention_bwd(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                      const AttentionLayout& layout, int heads, int head_dim,
                      const DropoutSite& site);
 
@@ -270,7 +271,7 @@ class Ops {
   virtual void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                                   const AttentionLayout& layout, int heads, int head_dim,
                                   const DropoutSite& site) = 0;
-  virtual void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+  virtual void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                                   const AttentionLayout& layout, int heads, int head_dim,
                                   const DropoutSite& site) = 0;
   virtual void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) = 0;

@@ -89,9 +89,9 @@ void ProfilingOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   timed("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site); });
 }
-void ProfilingOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+void ProfilingOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  timed("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site); });
+  timed("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site); });
 }
 void ProfilingOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   timed("gather_rows", [&] { inner_->gather_rows(out, in, rows, n, H); });

@@ -71,7 +71,7 @@ class ProfilingOps final : public Ops {
                                    int64_t M, int N, const DropoutSite& site) override;
   void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias, const AttentionLayout& layout,
                           int heads, int head_dim, const DropoutSite& site) override;
-  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override;
   void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
   void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override;

@@ -444,7 +444,8 @@ ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop
     if (limits_.recompute_attention) {  // the same inputs and dropout site give the same probs
       ops_.attention_fwd(scratch_th_, a.probs, a.qkv, key_bias_, in.layout, A, D, attn_site);
     }
-    ops_.attention_bwd(gqkv_, dh, a.qkv, a.probs, in.layout, A, D, attn_site);
+    ops_.attention_bwd(gqkv_, dh, limits_.recompute_attention ? scratch_th_ : a.ctx, a.qkv, a.probs, in.layout, A, D,
+                       attn_site);
     ops_.linear_bwd(dh_next, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
                     Activation::none, true);
     std::swap(dh, dh_next);

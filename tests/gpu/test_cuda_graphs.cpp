@@ -70,7 +70,7 @@ class CudaGraphs : public ::testing::Test {
     ops->linear_fwd(out, nullptr, inter, w2, b2, T, kInter, kHidden, Activation::none);
     ops->dropout_residual_fwd(res, out, x, T * kHidden, hidden);
     ops->layernorm_fwd(y, mean, rstd, res, gamma, beta, T, kHidden, 1e-12f);
-    ops->attention_bwd(dqkv, dctx, qkv, probs, layout, kHeads, kHeadDim, attention);
+    ops->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, kHeads, kHeadDim, attention);
   }
 
   // Every output's bytes, in order.

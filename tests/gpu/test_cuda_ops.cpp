@@ -403,8 +403,8 @@ void run_attention(Ops& cpu, Ops& gpu, const AttentionLayout& layout, float p, T
   Twin<float> dctx(cpu, gpu, randn(T * H, 51)), dqkv(cpu, gpu, randn(T * 3 * H, 52));
   std::vector<float> probs_host = probs.cpu_values();
   gpu.upload(probs.g, probs_host.data(), probs_host.size() * sizeof(float));
-  cpu.attention_bwd(dqkv.c, dctx.c, qkv.c, probs.c, layout, heads, D, site);
-  gpu.attention_bwd(dqkv.g, dctx.g, qkv.g, probs.g, layout, heads, D, site);
+  cpu.attention_bwd(dqkv.c, dctx.c, ctx.c, qkv.c, probs.c, layout, heads, D, site);
+  gpu.attention_bwd(dqkv.g, dctx.g, ctx.g, qkv.g, probs.g, layout, heads, D, site);
   expect_close(dqkv, tol, label + " attention_bwd dqkv");
 }
 

@@ -167,8 +167,8 @@ TEST_P(CudaOps16, AttentionPaddedPackedAndPerHead) {
     gpu->attention_fwd(ctx.g, probs.g, qkv.g, key_bias.g, *layout, heads, D, site);
     expect_close(values(probs.g, P), values(probs.c, P), tol, name + " probs");
     expect_close(values(ctx.g, T * H), values(ctx.c, T * H), tol, name + " ctx");
-    cpu->attention_bwd(dqkv.c, dctx.c, qkv.c, probs.c, *layout, heads, D, site);
-    gpu->attention_bwd(dqkv.g, dctx.g, qkv.g, probs.g, *layout, heads, D, site);
+    cpu->attention_bwd(dqkv.c, dctx.c, ctx.c, qkv.c, probs.c, *layout, heads, D, site);
+    gpu->attention_bwd(dqkv.g, dctx.g, ctx.g, qkv.g, probs.g, *layout, heads, D, site);
     expect_close(values(dqkv.g, T * 3 * H), values(dqkv.c, T * 3 * H), tol, name + " dqkv");
   }
 }

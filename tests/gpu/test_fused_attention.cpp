@@ -150,7 +150,7 @@ void run_attention(Ops& ops, const Case& c, const std::vector<float>& qkv_host,
   Buffer qkv(ops, qkv_host), key_bias(ops, bias), dctx(ops, dctx_host);
   Buffer out(ops, T * kH), p(ops, layout.probs_elems(kHeads)), grad(ops, randn(T * 3 * kH, 13, 1.0f));
   ops.attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, layout, kHeads, kHeadDim, fwd);
-  ops.attention_bwd(grad.ptr, dctx.ptr, qkv.ptr, p.ptr, layout, kHeads, kHeadDim, bwd);
+  ops.attention_bwd(grad.ptr, dctx.ptr, out.ptr, qkv.ptr, p.ptr, layout, kHeads, kHeadDim, bwd);
   ctx = out.values();
   dqkv = grad.values();
 }
@@ -226,14 +226,14 @@ void check_dropout(Ops& gpu, const Case& c, const std::string& label) {
   EXPECT_NE(a, other) << label << ": another step must draw another mask";
   const std::vector<float> dctx_host = grad_output(c, 22);
   Buffer dctx(gpu, dctx_host), dqkv(gpu, T * 3 * kH);
-  gpu.attention_bwd(dqkv.ptr, dctx.ptr, qkv.ptr, p.ptr, c.layout, kHeads, kHeadDim,
+  gpu.attention_bwd(dqkv.ptr, dctx.ptr, out.ptr, qkv.ptr, p.ptr, c.layout, kHeads, kHeadDim,
                     DropoutSite{5, 2, 9, 0.1f});
   const std::vector<float> grads = dqkv.values();
   for (float g : grads) ASSERT_TRUE(std::isfinite(g)) << label;
   EXPECT_EQ(mask_mismatches(c, qkv_host, other, dctx_host, grads, kMaskTolerance, label), 0)
       << label << ": the backward must use the forward's dropout mask";
   SCOPED_TRACE(std::string(label) + ": a backward without its forward must be refused");
-  expect_error([&] { gpu.attention_bwd(dqkv.ptr, dctx.ptr, qkv.ptr, never_used.ptr, c.layout, kHeads, kHeadDim, DropoutSite{}); },
+  expect_error([&] { gpu.attention_bwd(dqkv.ptr, dctx.ptr, out.ptr, qkv.ptr, never_used.ptr, c.layout, kHeads, kHeadDim, DropoutSite{}); },
                Code::invalid_argument, {"no forward output"});
 }
 
@@ -339,7 +339,7 @@ void run_attention_stored(Ops& ops, const Case& c, std::vector<float> qkv_host, 
   void* grad = to_device(randn(T * 3 * kH, 13, 1.0f));
   ops.attention_fwd(Act(out, type), Act(stats.ptr, type), ConstAct(qkv, type), key_bias.ptr, layout, kHeads, kHeadDim,
                     DropoutSite{});
-  ops.attention_bwd(Act(grad, type), ConstAct(dctx, type), ConstAct(qkv, type), ConstAct(stats.ptr, type), layout,
+  ops.attention_bwd(Act(grad, type), ConstAct(dctx, type), ConstAct(out, type), ConstAct(qkv, type), ConstAct(stats.ptr, type), layout,
                     kHeads, kHeadDim, DropoutSite{});
   ctx = to_host(out, T * kH);
   dqkv = to_host(grad, T * 3 * kH);

@@ -125,9 +125,9 @@ class EmulatorTrafficOps final : public Ops {
                           int heads, int head_dim, const DropoutSite& site) override {
     count("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, kb, layout, heads, head_dim, site); });
   }
-  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override {
-    count("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, qkv, probs, layout, heads, head_dim, site); });
+    count("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site); });
   }
   void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override {
     count("gather_rows", [&] { inner_->gather_rows(out, in, rows, n, H); });

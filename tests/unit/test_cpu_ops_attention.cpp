@@ -192,7 +192,7 @@ TEST_P(CpuAttention, BackwardMatchesFiniteDifferences) {
   };
   f();
   std::vector<float> dqkv(c.qkv.size(), 55.0f);  // overwritten
-  ops->attention_bwd(dqkv.data(), R.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+  ops->attention_bwd(dqkv.data(), R.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
                      c.head_dim, site);
   const std::vector<double> numeric = numeric_grad(c.qkv, f, 1e-2f);
   expect_close(dqkv, numeric, 2e-3, 2e-3, "dqkv vs finite differences");
@@ -208,7 +208,7 @@ TEST_P(CpuAttention, LargerBackwardMatchesDoubleReference) {
   std::vector<float> ctx, probs;
   run_forward(*ops, c, site, ctx, probs);
   std::vector<float> dqkv(c.qkv.size(), 55.0f);
-  ops->attention_bwd(dqkv.data(), dctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+  ops->attention_bwd(dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
                      c.head_dim, site);
   const Reference r = reference_attention(c, site, &dctx);
   expect_close(dqkv, r.dqkv, 2e-5, 1e-4, "dqkv");
@@ -223,7 +223,7 @@ TEST_P(CpuAttention, BitwiseEqualAcrossRunsAndThreadCounts) {
     auto ops = make_cpu_ops(threads);
     std::vector<float> ctx, probs, dqkv(c.qkv.size());
     run_forward(*ops, c, site, ctx, probs);
-    ops->attention_bwd(dqkv.data(), dctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+    ops->attention_bwd(dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
                        c.head_dim, site);
     if (first_ctx.empty()) {
       first_ctx = ctx;

@@ -40,7 +40,7 @@ TEST(OpChecks, MessagesNameTheOpAndTheValue) {
   expect_rejected([&] { ops->dropout_residual_fwd(f, f, nullptr, 4, certain); },
                   "dropout_residual_fwd: dropout probability 1 (tensor id 7) is outside [0, 1)");
   expect_rejected([&] { ops->gather_rows(f, f, ids.data(), 2, 0); }, "gather_rows: bad shape rows=2 H=0");
-  expect_rejected([&] { ops->attention_bwd(f, f, f, f, layout, 0, 4, DropoutSite{}); }, "attention_bwd: bad heads=0");
+  expect_rejected([&] { ops->attention_bwd(f, f, f, f, f, layout, 0, 4, DropoutSite{}); }, "attention_bwd: bad heads=0");
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, certain); },
                   "attention_fwd: dropout probability 1");
   expect_rejected([&] { ops->residual_layernorm_fwd(f, f, f, f, f, f, f, f, 2, 4, -1.0f, DropoutSite{}); },

@@ -102,7 +102,7 @@ class CpuOps final : public Ops {
                           int heads, int head_dim, const DropoutSite& site) override {
     attention_fwd_f32(ctx.f32(), probs.f32(), qkv.f32(), key_bias, layout, heads, head_dim, site);
   }
-  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, const AttentionLayout& layout,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct /*ctx*/, ConstAct qkv, ConstAct probs, const AttentionLayout& layout,
                           int heads, int head_dim, const DropoutSite& site) override {
     attention_bwd_f32(dqkv.f32(), dctx.f32(), qkv.f32(), probs.f32(), layout, heads, head_dim, site);
   }

@@ -105,11 +105,11 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
   }
 }
 
-void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                                  const AttentionLayout& layout, int heads, int head_dim,
                                  const DropoutSite& site) {
   if (fused_ != nullptr) {
-    fused_->backward(dqkv, dctx, qkv, fused_stats(probs), layout, heads, head_dim, site);
+    fused_->backward(dqkv, dctx, ctx, qkv, fused_stats(probs), layout, heads, head_dim, site);
     return;
   }
   if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {

@@ -109,7 +109,7 @@ class CudaOps final : public Ops {
   void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                           const AttentionLayout& layout, int heads, int head_dim,
                           const DropoutSite& site) override;
-  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs,
+  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim,
                           const DropoutSite& site) override;
   // Padded batches of more sequences than heads: the attention GEMMs loop over heads, each

@@ -8,8 +8,9 @@
 // batch, ctx and dqkv gathered back (kernels/attention_padding). Graphs are built once per
 // (direction, layout kind, B, S, heads, head_dim, dtype, dropout p) and cached. A call with one
 // sequence length uploads nothing (key counts and the dropout seed are made on the device), so it
-// can be recorded in a CUDA graph. The forward's 16-bit output and sequence lengths (and, padded,
-// its softmax stats) are kept per stats buffer for the backward, which needs them.
+// can be recorded in a CUDA graph. The backward needs the forward's output O (read back from a
+// 16-bit ctx of the packed rows, kept beside the stats otherwise), its sequence lengths and,
+// padded, its softmax stats: they are kept per stats buffer.
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
@@ -124,18 +125,20 @@ class CudnnAttention final : public FusedAttention {
   void forward(Act ctx, float* stats, ConstAct qkv, const float* key_bias,
                const AttentionLayout& layout, int heads, int head_dim,
                const DropoutSite& site) override;
-  void backward(Act dqkv, ConstAct dctx, ConstAct qkv, const float* stats,
+  void backward(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, const float* stats,
                 const AttentionLayout& layout, int heads, int head_dim,
                 const DropoutSite& site) override;
 
  private:
-  // What a forward call keeps for the backward, in one buffer: its 16-bit output O [rows, H],
-  // the per-sequence key counts [B] and, when padded, the softmax stats [B, h, S] (the caller's
-  // stats buffer, sized for heads · T, holds them otherwise).
+  // What a forward call keeps for the backward, in one buffer: its 16-bit output O [rows, H]
+  // unless cuDNN wrote O into ctx itself (a 16-bit ctx of the packed rows: the backward reads it
+  // there), the per-sequence key counts [B] and, when padded, the softmax stats [B, h, S] (the
+  // caller's stats buffer, sized for heads · T, holds them otherwise).
   struct Saved {
     std::unique_ptr<ScratchBuffer> buffer;
     int64_t T = 0, B = 0, H = 0, S = 0;  // the forward's shape (T 0: none yet)
     bool padded = false;
+    bool o_in_ctx = false;
     size_t seq_len_at = 0, stats_at = 0, bytes = 0;  // byte offsets of the counts, stats; size
   };
   // The call's device-side tables (see upload_table); the per-sequence ones are null when all
@@ -161,7 +164,10 @@ class CudnnAttention final : public FusedAttention {
   // cuDNN's 16-bit view of an input [T, width]: a 16-bit tensor of the packed rows itself, else
   // its padded or cast copy in `copy`.
   char* lowp_input(ConstAct x, ScratchBuffer& copy, const Shape& s, const Table& t, int64_t width);
-  // A 16-bit result [rows, width] into `out`: unpadded, copied (16-bit) or cast (fp32).
+  // Whether cuDNN writes a result [rows, width] straight into `out`: a 16-bit tensor of the
+  // packed rows (else write_output fills it from a 16-bit copy).
+  bool writes_in_place(ConstAct out, const Shape& s) const { return !s.padded && out.type != DType::f32; }
+  // A 16-bit result [rows, width] into `out`: unpadded or cast (fp32).
   void write_output(Act out, const void* lowp, const Shape& s, const Table& t, int64_t width);
   // Error(internal) unless `type` is fp32 or the I/O type.
   void check_io_type(DType type) const;
@@ -379,14 +385,17 @@ void CudnnAttention::forward(Act ctx, float* stats, ConstAct qkv, const float* k
   Saved& saved = saved_[stats];
   if (saved.buffer == nullptr) saved.buffer = std::make_unique<ScratchBuffer>(memory_, stream_);
   saved.T = 0;  // valid for a backward only once this forward has run
-  // [O [rows, H] 16-bit | seq_len [B] | padded: stats [B, h, S] fp32], each 256-byte aligned.
+  check_io_type(ctx.type);
+  saved.o_in_ctx = writes_in_place(ctx, s);
+  // [O [rows, H] 16-bit unless in ctx | seq_len [B] | padded: stats [B, h, S] fp32], each
+  // 256-byte aligned.
   auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  saved.seq_len_at = aligned(static_cast<size_t>(rows * H) * 2);
+  saved.seq_len_at = saved.o_in_ctx ? 0 : aligned(static_cast<size_t>(rows * H) * 2);
   saved.stats_at = aligned(saved.seq_len_at + s.B * sizeof(int32_t));
   saved.bytes = s.padded ? saved.stats_at + static_cast<size_t>(s.B * s.h * s.S) * sizeof(float)
                          : saved.seq_len_at + s.B * sizeof(int32_t);
   char* keep = static_cast<char*>(saved.buffer->get(saved.bytes));
-  void* o16 = keep;
+  void* o16 = saved.o_in_ctx ? ctx.data : keep;
   auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
   float* stats_out = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at) : stats;
   const Table t = upload_table(layout, s, site);
@@ -399,7 +408,7 @@ void CudnnAttention::forward(Act ctx, float* stats, ConstAct qkv, const float* k
       {kSeqLenQ, seq_len}, {kSeqLenKV, seq_len}};
   add_table(pack, t, s, site.p);
   execute(graph(false, s, site.p), pack);
-  write_output(ctx, o16, s, t, H);  // O stays kept for the backward
+  if (!saved.o_in_ctx) write_output(ctx, o16, s, t, H);  // O stays kept for the backward
   saved.T = s.T;
   saved.B = s.B;
   saved.H = H;
@@ -407,7 +416,7 @@ void CudnnAttention::forward(Act ctx, float* stats, ConstAct qkv, const float* k
   saved.padded = s.padded;
 }
 
-void CudnnAttention::backward(Act dqkv, ConstAct dctx, ConstAct qkv,
+void CudnnAttention::backward(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv,
                               const float* stats, const AttentionLayout& layout, int heads,
                               int head_dim, const DropoutSite& site) {
   const Shape s = shape_of(layout, heads, head_dim, pad_varlen_);
@@ -421,8 +430,10 @@ void CudnnAttention::backward(Act dqkv, ConstAct dctx, ConstAct qkv,
              "attention_bwd: the fused attention has no forward output for this probs buffer and "
              "layout (", s.B, " sequences, ", s.T, " tokens); run attention_fwd with it first");
   const Saved& saved = it->second;
+  BERT_CHECK(saved.o_in_ctx == writes_in_place(ctx, s), Code::invalid_argument,
+             "attention_bwd: ctx is a ", dtype_name(ctx.type), " tensor, not the forward's output");
   char* keep = static_cast<char*>(saved.buffer->get(saved.bytes));
-  void* o16 = keep;
+  const void* o16 = saved.o_in_ctx ? ctx.data : keep;
   auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
   float* stats_in = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at)
                              : const_cast<float*>(stats);
@@ -430,13 +441,13 @@ void CudnnAttention::backward(Act dqkv, ConstAct dctx, ConstAct qkv,
   char* qkv16 = lowp_input(qkv, qkv16_, s, t, 3 * H);
   char* do16 = lowp_input(dctx, grad16_, s, t, H);
   // A 16-bit dqkv of the packed rows takes cuDNN's output directly; else a copy is unpadded or cast.
-  const bool direct = !s.padded && dqkv.type != DType::f32;
+  const bool direct = writes_in_place(dqkv, s);
   auto* dqkv16 = direct ? static_cast<char*>(dqkv.data)
                         : static_cast<char*>(dqkv16_.get(static_cast<size_t>(rows * 3 * H) * 2));
   CUDA_CHECK(cudaMemsetAsync(dqkv16, 0, static_cast<size_t>(rows * 3 * H) * 2, stream_));
   std::unordered_map<int64_t, void*> pack = {
       {kQ, qkv16},          {kK, qkv16 + H * 2},   {kV, qkv16 + 2 * H * 2},
-      {kO, o16},            {kDO, do16},           {kStats, stats_in},
+      {kO, const_cast<void*>(o16)}, {kDO, do16},   {kStats, stats_in},
       {kDQ, dqkv16},        {kDK, dqkv16 + H * 2}, {kDV, dqkv16 + 2 * H * 2},
       {kSeqLenQ, seq_len},  {kSeqLenKV, seq_len}};
   add_table(pack, t, s, site.p);
@@ -461,8 +472,6 @@ void CudnnAttention::write_output(Act out, const void* lowp, const Shape& s, con
   if (s.padded) {
     kernels::unpad_rows_from_lowp(out, lowp, t.seq_start, static_cast<int>(s.B), s.S, static_cast<int>(width), io_,
                                   stream_);
-  } else if (out.type != DType::f32) {
-    CUDA_CHECK(cudaMemcpyAsync(out.data, lowp, static_cast<size_t>(s.T * width) * 2, cudaMemcpyDeviceToDevice, stream_));
   } else {
     kernels::cast_from_lowp(out.f32(), lowp, s.T * width, 1.0f, io_, stream_);
   }

@@ -27,10 +27,11 @@ class FusedAttention {
   virtual void forward(Act ctx, float* stats, ConstAct qkv, const float* key_bias,
                        const AttentionLayout& layout, int heads, int head_dim,
                        const DropoutSite& site) = 0;
-  // dqkv [T, 3H] (overwritten) from dctx [T, H]. Reads what the forward call that wrote `stats`
-  // kept beside them (its 16-bit output, sequence lengths and padded stats;
-  // Error(invalid_argument) when no forward with this layout wrote `stats`).
-  virtual void backward(Act dqkv, ConstAct dctx, ConstAct qkv, const float* stats,
+  // dqkv [T, 3H] (overwritten) from dctx [T, H] and the forward's output ctx (unchanged since).
+  // Reads what the forward call that wrote `stats` kept beside them (sequence lengths; its 16-bit
+  // output where ctx is not it: fp32 or padded; padded stats; Error(invalid_argument) when no
+  // forward with this layout wrote `stats`).
+  virtual void backward(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, const float* stats,
                         const AttentionLayout& layout, int heads, int head_dim,
                         const DropoutSite& site) = 0;
 };
