@@ -21,6 +21,7 @@
 #include "dist/deadline.h"
 #include "dist/launch.h"
 #include "dist/tcp_rendezvous.h"
+#include "dist/wire_space.h"
 #include "kernels/cast.h"
 
 #define BERT_NCCL_CHECK(call)                                                                          \
@@ -172,6 +173,7 @@ class NcclCommunicator : public Communicator {
   void finish_allreduce_sums() override {
     if (pending_elems_ == 0) return;
     wait_ready("allreduce_sum (buckets)", end_of_step_sums());
+    settle_wire();
   }
 
   void join_allreduce_sums(void* backend_stream) override {
@@ -184,6 +186,7 @@ class NcclCommunicator : public Communicator {
   void wait_for_stream(void* backend_stream) override {
     wait_ready("allreduce_sum (buckets joined to the backend's stream)", joined_elems_,
                static_cast<cudaStream_t>(backend_stream));
+    settle_wire();
   }
 
   void allreduce_host(float* data, int64_t n, ReduceOp op) override {
@@ -281,44 +284,30 @@ class NcclCommunicator : public Communicator {
   int64_t end_of_step_sums() {
     const int64_t n = pending_elems_;
     pending_elems_ = 0;
-    wire_used_ = 0;
-    largest_step_wire_bytes_ = std::max(largest_step_wire_bytes_, step_wire_bytes_);
-    step_wire_bytes_ = 0;
+    wire_space_.end_step();
     return n;
   }
 
-  // 16-bit wire space for a bucket of n elements. Buckets of one step stay in flight together,
-  // so they take consecutive slices. The first bucket of a step grows the buffer to the largest
-  // step seen so far (every step cuts the same buckets, so from the second step on it fits);
-  // within the first step a short buffer means waiting for the sums in flight and growing to
-  // everything this step has needed so far. A recording (CUDA graph) holds the buffer by address,
-  // so it never grows while one is made: the step recorded cuts the buckets the first step (run
-  // directly) sized it for (`capturing`: the backend's stream is recording one).
+  // 16-bit wire words for a bucket of n elements (WireSpace's policy; `capturing`: the backend's
+  // stream is recording a CUDA graph).
   void* wire_words(int64_t n, bool capturing) {
-    const size_t bytes = (static_cast<size_t>(n) * 2 + 255) / 256 * 256;
-    step_wire_bytes_ += bytes;
-    const bool first_of_step_short = wire_used_ == 0 && pending_elems_ == 0 && wire_bytes_ < largest_step_wire_bytes_;
-    if ((first_of_step_short || wire_used_ + bytes > wire_bytes_) && capturing) {
-      fail(Code::internal, "NCCL's 16-bit gradient wire buffer (", wire_bytes_,
-           " bytes) would grow while a CUDA graph records the buckets");
-    }
-    if (first_of_step_short) {
-      grow_wire(largest_step_wire_bytes_);
-    } else if (wire_used_ + bytes > wire_bytes_) {
+    const WireSpace::Slice slice = wire_space_.take(static_cast<size_t>(n) * 2, capturing);
+    if (slice.grow_to > 0) {
       if (pending_elems_ > 0) wait_ready("allreduce_sum (buckets)", pending_elems_);
-      grow_wire(step_wire_bytes_);
-      wire_used_ = 0;
+      grow_wire(slice.grow_to);
     }
-    void* at = static_cast<char*>(wire_) + wire_used_;
-    wire_used_ += bytes;
-    return at;
+    return static_cast<char*>(wire_) + slice.offset;
+  }
+
+  // The host has waited for every sum: the buffer takes the largest step before a graph holds it.
+  void settle_wire() {
+    if (const size_t bytes = wire_space_.settled(); bytes > 0) grow_wire(bytes);
   }
 
   void grow_wire(size_t bytes) {
     if (wire_) BERT_CUDART_CHECK(cudaFree(wire_));
     wire_ = nullptr;
     BERT_CUDART_CHECK(cudaMalloc(&wire_, bytes));
-    wire_bytes_ = bytes;
   }
 
   void check_usable(const char* what) const {
@@ -406,8 +395,7 @@ class NcclCommunicator : public Communicator {
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   void* wire_ = nullptr;  // 16-bit gradient words of the buckets in flight
-  size_t wire_bytes_ = 0, wire_used_ = 0;
-  size_t step_wire_bytes_ = 0, largest_step_wire_bytes_ = 0;  // 16-bit bytes of this / the largest step
+  WireSpace wire_space_;  // its slices and size
   int64_t pending_elems_ = 0;
   int64_t joined_elems_ = 0;  // elements the last joined buckets sum (for messages)
   bool broken_ = false;
