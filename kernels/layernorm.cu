@@ -3,7 +3,8 @@
 // summed per column in chunk order (deterministic, same formulas as the CPU reference).
 // The residual block (residual_layernorm_*): one block per row forward, one block per chunk of
 // rows backward; each thread owns groups of four consecutive columns (one Philox group when the
-// row starts on a multiple of four), kept in registers between the add and the normalisation.
+// row starts on a multiple of four), kept in registers between the add and the normalisation
+// (launched with up to 1024 threads: __launch_bounds__ keeps their registers within a block's).
 // Activation tensors are of any storage type (template T); statistics, partials, gamma/beta and
 // all arithmetic are fp32 (double partials), each stored value rounded once.
 #include "kernels/layernorm.h"
@@ -132,7 +133,7 @@ __device__ int group_column(int k) { return (threadIdx.x + k * blockDim.x) * kGr
 // block; G column groups per thread.
 // In 16-bit storage res is saved rounded while the statistics come from the fp32 sum.
 template <int G, typename T>
-__global__ void residual_layernorm_fwd_kernel(T* out, T* res, float* mean, float* rstd, const T* in,
+__global__ void __launch_bounds__(1024) residual_layernorm_fwd_kernel(T* out, T* res, float* mean, float* rstd, const T* in,
                                               const T* residual, const float* gamma, const float* beta, int N,
                                               float eps, DropoutSite site, float keep_scale) {
   __shared__ float shared[32];
@@ -180,7 +181,7 @@ __global__ void residual_layernorm_fwd_kernel(T* out, T* res, float* mean, float
 // formula), d_residual = d_res (may alias dout: each thread reads its columns before writing
 // them), d_in = d_res ⊙ mask · keep_scale; partials[chunk] = Σ_rows (dout ⊙ x̂ | dout) in double.
 template <int G, typename T>
-__global__ void residual_layernorm_bwd_kernel(T* d_in, T* d_residual, double* partials, const T* dout,
+__global__ void __launch_bounds__(1024) residual_layernorm_bwd_kernel(T* d_in, T* d_residual, double* partials, const T* dout,
                                               const T* res, const float* mean, const float* rstd,
                                               const float* gamma, int64_t M, int N, DropoutSite site,
                                               float keep_scale) {

@@ -1,7 +1,7 @@
 // Row gathers and deterministic row scatter-adds (MLM head gathers, embedding backward).
 // scatter_add_rows stably radix-sorts (row, i) pairs with CUB; the first position of each run of
-// equal rows owns that row and adds its sources in increasing i — no float atomics, and the
-// same summation order as the CPU reference. Rows are of any activation storage type (a scatter-add
+// equal rows owns that row and adds its sources in increasing i, one thread per column — no
+// float atomics, and the same summation order as the CPU reference. Rows are of any activation storage type (a scatter-add
 // may add 16-bit rows into fp32 ones: the embedding gradients); sums are fp32.
 #include <cub/device/device_radix_sort.cuh>
 
@@ -24,21 +24,36 @@ __global__ void iota_kernel(int32_t* values, int n) {
     values[i] = i;
 }
 
-// Block b handles sorted position b when it starts a run of equal row ids.
+// Block (b, y) handles sorted position b when it starts a run of equal row ids, for the columns
+// y·blockDim.x + threadIdx.x: one thread per column adds the run's sources in increasing i. The
+// run is read kRunUnroll positions at a time, so that many loads are in flight per thread: a
+// long run (the token-type ids', the [PAD] word id's) keeps its summation order without
+// serialising on one load at a time.
+constexpr int kRunUnroll = 8;
 template <typename D, typename S>
 __global__ void segmented_add_kernel(D* dst, const S* src, const int32_t* sorted_rows,
                                      const int32_t* sorted_index, int n, int H) {
   const int start = blockIdx.x;
   const int32_t row = sorted_rows[start];
   if (start > 0 && sorted_rows[start - 1] == row) return;
-  int end = start + 1;
-  while (end < n && sorted_rows[end] == row) ++end;
-  D* d = dst + static_cast<int64_t>(row) * H;
-  for (int j = threadIdx.x; j < H; j += blockDim.x) {
-    float acc = load(d + j);
-    for (int k = start; k < end; ++k) acc += load(src + static_cast<int64_t>(sorted_index[k]) * H + j);
-    store(d + j, acc);
+  const int j = blockIdx.y * blockDim.x + threadIdx.x;
+  if (j >= H) return;
+  D* d = dst + static_cast<int64_t>(row) * H + j;
+  float acc = load(d);
+  for (int k = start;; k += kRunUnroll) {
+    bool in_run[kRunUnroll];  // a prefix: sorted rows leave the run once
+    float value[kRunUnroll];
+#pragma unroll
+    for (int u = 0; u < kRunUnroll; ++u) {
+      in_run[u] = k + u < n && sorted_rows[k + u] == row;
+      value[u] = in_run[u] ? load(src + static_cast<int64_t>(sorted_index[k + u]) * H + j) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kRunUnroll; ++u)
+      if (in_run[u]) acc += value[u];
+    if (!in_run[kRunUnroll - 1]) break;
   }
+  store(d, acc);
 }
 
 size_t cub_sort_bytes(int n) {
@@ -87,11 +102,12 @@ void scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n, int
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, rows, sorted_rows, index,
                                              sorted_index, count, 0, 32, stream));
   const int threads = H < kThreads ? ((H + 31) / 32) * 32 : kThreads;
+  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(ceil_div(H, threads)));
   with_storage(dst.type, [&](auto dst_tag) {
     with_storage(src.type, [&](auto src_tag) {
       using D = decltype(dst_tag);
       using S = decltype(src_tag);
-      segmented_add_kernel<D, S><<<static_cast<unsigned>(count), threads, 0, stream>>>(
+      segmented_add_kernel<D, S><<<grid, threads, 0, stream>>>(
           typed<D>(dst), typed<S>(src), sorted_rows, sorted_index, count, H);
     });
   });

@@ -117,6 +117,15 @@ TEST_F(EmulatedKernels, EmbeddingsGathersAndScatterAddsAreExact) {
                             scratch.size(), nullptr);
   cpu->scatter_add_rows(expected_dst.data(), src.data(), word_ids.data(), T, H);
   expect_equal(dst, expected_dst, "scatter_add_rows");
+
+  // Two long runs (the type ids: 45 rows into 2) over more columns than a block has threads.
+  const int wide = 300;
+  const auto wide_src = random_floats(T * wide, 13);
+  auto wide_dst = random_floats(2 * size_t(wide), 14), expected_wide = wide_dst;
+  kernels::scatter_add_rows(wide_dst.data(), wide_src.data(), type_ids.data(), T, wide, scratch.data(),
+                            scratch.size(), nullptr);
+  cpu->scatter_add_rows(expected_wide.data(), wide_src.data(), type_ids.data(), T, wide);
+  expect_equal(wide_dst, expected_wide, "scatter_add_rows of long runs");
 }
 
 TEST_F(EmulatedKernels, LayerNormMatchesTheCpu) {
