@@ -6,8 +6,10 @@
 // accounting only; --recompute gelu|attention|all shows what recomputation saves. --data DIR
 // times steps on DLE/MLPerf shards instead (real sequence lengths; --unpad 1 drops the padding,
 // and tokens/s then counts real tokens; --length-bins 1 reads `bert-prep bins` output, each batch
-// from one bin). --cost-model h100|a100 runs the step on the cost model
-// instead and prints its prediction for that GPU (bench_cost_model.h).
+// from one bin). --accumulation N makes a step N micro-batches of --batch (gradient accumulation,
+// as DLE's phase 2 runs: the optimizer step is shared by N micro-batches). --cost-model h100|a100
+// runs the step on the cost model instead and prints its prediction for that GPU
+// (bench_cost_model.h).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,13 +38,14 @@ double training_flops_per_sequence(const nlohmann::json& m, int seq, int predict
 }
 
 constexpr const char* kUsage =
-    "usage: bert-bench [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W]\n"
+    "usage: bert-bench [--model PRESET] [--batch B] [--accumulation N] [--seq S] [--steps N] [--warmup W]\n"
     "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
     "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
     "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
     "                  [--length-bins 0|1] (--data holds bin_0, bin_1, ...: each batch from one bin)\n"
     "                  [--graphed 0|1] (cuda: each micro-batch replayed as a CUDA graph)\n"
-    "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--seq S] [--precision P]\n"
+    "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--accumulation N] [--seq S]\n"
+    "                  [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
     "                  [--link-gbs GB/s] [--bucket-mb MB] [--wire-precision fp32|bf16|fp16]\n"
     "                  [--shard-optimizer 0|1] [--activations-16bit 0|1]\n"
@@ -58,7 +61,7 @@ int main(int argc, char** argv) {
   std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
   std::string cost_model;
   nlohmann::json dist = nlohmann::json::object();  // dist keys given on the command line
-  int batch = 8, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
+  int batch = 8, accumulation = 1, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
   bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false, activations_16bit = true;
   bool length_bins = false;
   double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
     else if (a == "--batch") batch = std::atoi(v.c_str());
+    else if (a == "--accumulation") accumulation = std::atoi(v.c_str());
     else if (a == "--seq") seq = std::atoi(v.c_str());
     else if (a == "--steps") steps = std::atoi(v.c_str());
     else if (a == "--warmup") warmup = std::atoi(v.c_str());
@@ -106,17 +110,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --recompute must be none, gelu, attention or all, got '%s'\n", recompute.c_str());
     return 2;
   }
+  if (accumulation < 1) {
+    std::fprintf(stderr, "error: --accumulation must be at least 1 (micro-batches per step), got %d\n", accumulation);
+    return 2;
+  }
   if (length_bins && data_dir.empty()) {
     std::fprintf(stderr, "error: --length-bins 1 needs --data DIR (the output of bert-prep bins)\n");
     return 2;
   }
   if (predictions < 0) predictions = seq >= 512 ? 80 : seq * 20 / 128;
+  const int sequences = batch * accumulation;  // per step
   if (precision.empty()) precision = device == "cpu" && cost_model.empty() ? "fp32" : "bf16";
   nlohmann::json config = {
       {"model", model},
       {"device", device},
       {"train",
        {{"micro_batch", batch},
+        {"accumulation_steps", accumulation},
         {"steps", steps + warmup},
         {"threads", threads},
         {"optimizer", optimizer},
@@ -137,7 +147,7 @@ int main(int argc, char** argv) {
     request.device = cost_model;
     request.config = config;
     request.precision = precision;
-    request.batch = batch;
+    request.batch = sequences;
     request.peak_tflops = peak_tflops;
     request.bandwidth_tbs = bandwidth;
     request.graphed = graphed;
@@ -146,7 +156,9 @@ int main(int argc, char** argv) {
     request.shard_optimizer = shard_optimizer;
     request.activations_16bit = activations_16bit;
     request.fused_attention = fused_attention;
-    request.model_flops = [&](const nlohmann::json& m) { return training_flops_per_sequence(m, seq, predictions) * batch; };
+    request.model_flops = [&](const nlohmann::json& m) {
+      return training_flops_per_sequence(m, seq, predictions) * sequences;
+    };
     return bert_tools::run_cost_model(request);
   }
   bert_session* session = nullptr;
@@ -184,7 +196,7 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bert_session_destroy(session);
 
-  const double tflops = flops_per_sequence * batch * steps / seconds / 1e12;
+  const double tflops = flops_per_sequence * sequences * steps / seconds / 1e12;
   nlohmann::json out = {{"model", model},
                         {"device", device},
                         {"precision", precision},
@@ -194,12 +206,13 @@ int main(int argc, char** argv) {
                         {"data", data_dir.empty() ? "synthetic" : length_bins ? "length bins" : "shards"},
                         {"unpad", unpad},
                         {"batch", batch},
+                        {"accumulation", accumulation},
                         {"seq", seq},
                         {"steps", steps},
                         {"threads", used_threads},
                         {"step_seconds", seconds / steps},
-                        {"sequences_per_second", batch * steps / seconds},
-                        {"tokens_per_second", static_cast<double>(batch) * seq * steps / seconds},
+                        {"sequences_per_second", sequences * steps / seconds},
+                        {"tokens_per_second", static_cast<double>(sequences) * seq * steps / seconds},
                         {"real_tokens_per_second", real_tokens / seconds},
                         {"model_tflops", tflops},
                         {"peak_rss_mib", bert_tools::peak_rss_bytes() / 1048576.0},

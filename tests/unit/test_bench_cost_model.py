@@ -8,7 +8,8 @@ the gradient's ring all-reduce (over a slow 20 GB/s link, so that it matters for
 buckets of 1 MB) moves 2(W-1)/W of the fp32 gradient (half that with a bf16 wire), overlaps the
 backward pass (exposed less than all of it), and adds exactly its exposed part to the one-GPU step,
 launched and graphed; a sharded optimizer's collectives (after the backward pass) are all exposed;
-bad --wire-precision values exit 1 with the config's message.
+bad --wire-precision values exit 1 with the config's message. --accumulation N shares one optimizer
+step among N micro-batches: each one past the first adds the same time.
 
 usage: test_bench_cost_model.py BERT_BENCH BERT_PREP"""
 import json
@@ -116,6 +117,21 @@ def main() -> int:
     print(f"reference {reference['launches']} launches, fused {fused['launches']}; "
           f"real tokens {100 * fused['real_token_share']:.1f}%; fused step "
           f"{1e3 * fused['predicted_step_seconds']:.3f} ms, graphed {1e3 * graphed['predicted_step_seconds']:.3f} ms")
+    # Micro-batches per step share one optimizer step: each one past the first adds the same time
+    # (four take less than four one-micro-batch steps), and the step counts their sequences.
+    def accumulate(n: int) -> dict:
+        return summary(bench(binary, "h100", "--fused-attention", "1", "--graphed", "1", "--accumulation", str(n)))
+    accumulated = accumulate(4)
+    one, two, four = graphed["predicted_step_seconds"], accumulate(2)["predicted_step_seconds"], \
+        accumulated["predicted_step_seconds"]
+    assert one < two < four < 4 * one, (one, two, four)
+    assert abs((four - one) - 3 * (two - one)) < 1e-6 * four, (one, two, four)
+    assert abs(accumulated["predicted_sequences_per_second"] - 4 * 8 / four) < 1e-6 * 32 / four, accumulated
+    assert accumulated["model_flops"] == 4 * graphed["model_flops"], (accumulated, graphed)
+    assert 0.5 <= accumulated["real_token_share"] <= 1.0, accumulated  # of all 32 sequences
+    bad = bench(binary, "h100", "--accumulation", "0")
+    assert bad.returncode == 2 and "--accumulation must be at least 1" in bad.stderr, bad.stderr
+    print(f"accumulation 4: step {1e3 * four:.3f} ms against {1e3 * one:.3f} ms for one micro-batch")
     print("length bins: " + check_length_bins(binary, prep))
     print("world 8: " + check_world(binary))
     return 0
