@@ -7,7 +7,9 @@
 # wikitext-2 as seq-512 shards and their length bins), BERT-large phase 2 (seq 512, batch 16,
 # bf16) runs on them too: packed (data.unpad), and from the length bins without and with CUDA
 # graphs (each batch padded to its length bin), after 20 warm-up steps that record each bin's
-# graphs. A benchmark: it measures, it asserts nothing.
+# graphs. BERT-large with fused attention and graphs also runs 8 micro-batches per optimizer step
+# (batch "64x8", "16x8"), as DLE's phases accumulate gradients. A benchmark: it measures, it
+# asserts nothing.
 #
 # usage: [MODELS="bert-large"] bash tests/bench/bench_gpu.sh [BUILD_DIR | BUNDLE_DIR] [PEAK_TFLOPS]
 # (MODELS: a subset of the models, where one device command cannot run the whole table)
@@ -32,7 +34,8 @@ row() {
   python3 - "$line" "$label" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
-print(f"{r['model']:<11} {r['seq']:>4} {r['batch']:>5} {r['precision']:<9} {sys.argv[2]:<24} {r['sequences_per_second']:>10.1f} "
+batch = f"{r['batch']}" + (f"x{r['accumulation']}" if r['accumulation'] > 1 else "")
+print(f"{r['model']:<11} {r['seq']:>4} {batch:>5} {r['precision']:<9} {sys.argv[2]:<24} {r['sequences_per_second']:>10.1f} "
       f"{r['model_tflops']:>9.1f} {r['mfu']:>6.1%} {r['memory']['peak_backend_mib'] / 1024:>10.2f}")
 PY
 }
@@ -50,6 +53,12 @@ for model in ${MODELS:-bert-base bert-large}; do
       done
     done
   done
+done
+# Gradient accumulation as DLE's phases run (8 micro-batches per optimizer step): the steady state.
+for seq in 128 512; do
+  batch=$([ "$seq" = 128 ] && echo 64 || echo 16)
+  row bert-large "$seq" "$batch" bf16 "fused+graphs" --fused-attention 1 --graphed 1 --accumulation 8 \
+    --steps 3 --warmup 2
 done
 if [ -d "$DATA/real512/train" ] && [ -d "$DATA/bins512/bin_0" ]; then
   real=(--steps 30 --warmup 20 --unpad 1)
