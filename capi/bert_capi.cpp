@@ -177,6 +177,17 @@ bert::Session& session_of(bert_session* s) {
   return *s->impl;
 }
 
+// guard() for a call that runs work on a session: the calling thread has the session's GPU
+// current meanwhile and its own one again afterwards (any host thread may call).
+template <typename F>
+bert_status on_session(bert_session* s, F&& body) {
+  return guard([&] {
+    bert::Session& session = session_of(s);
+    const auto on_device = session.on_this_thread();
+    body(session);
+  });
+}
+
 // The *_init_sized functions: the first min(host_size, sizeof(Struct)) bytes of `defaults`, with
 // struct_size set to that count, so a host's smaller (older) struct is written only within itself.
 template <typename Struct>
@@ -250,6 +261,7 @@ bert_status bert_session_create(const char* config_json, const bert_dist* dist, 
     require(out, "out");
     if (dist) check_struct(dist->struct_size, kDistSize, "bert_dist");
     bert::SessionConfig config = bert::parse_session_config(config_json);
+    const auto keep = bert::Session::keep_thread_device(config);  // the session makes its GPU current
     auto s = std::make_unique<bert_session>();
     s->impl = std::make_unique<bert::Session>(config, bert::make_communicator(launch_plan(dist, config)));
     for (const bert::ParamEntry& e : s->impl->model().params().entries) s->param_names.push_back(e.name);
@@ -257,7 +269,15 @@ bert_status bert_session_create(const char* config_json, const bert_dist* dist, 
   });
 }
 
-void bert_session_destroy(bert_session* session) { delete session; }
+void bert_session_destroy(bert_session* session) {
+  if (!session) return;
+  try {
+    const auto on_device = session->impl->on_this_thread();
+    delete session;
+  } catch (...) {  // no exception crosses the ABI: the thread's GPU could not be switched
+    delete session;
+  }
+}
 
 const char* bert_session_config(const bert_session* session) {
   if (!session) return "";
@@ -279,8 +299,7 @@ void bert_session_clear_abort(bert_session* session) {
 }
 
 bert_status bert_forward_backward(bert_session* session, const bert_batch* batch, bert_step_result* result) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     require(batch, "batch");
     if (result) check_struct(result->struct_size, kStepResultSize, "bert_step_result");
     bert::StepStats stats = s.forward_backward(view_of(batch));
@@ -289,12 +308,11 @@ bert_status bert_forward_backward(bert_session* session, const bert_batch* batch
 }
 
 bert_status bert_allreduce(bert_session* session) {
-  return guard([&] { session_of(session).allreduce(); });
+  return on_session(session, [](bert::Session& s) { s.allreduce(); });
 }
 
 bert_status bert_optimizer_step(bert_session* session, bert_step_result* result) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     if (result) check_struct(result->struct_size, kStepResultSize, "bert_step_result");
     bert::StepStats stats = s.optimizer_step();
     if (result) fill_result(stats, result);
@@ -302,8 +320,7 @@ bert_status bert_optimizer_step(bert_session* session, bert_step_result* result)
 }
 
 bert_status bert_step(bert_session* session, const bert_batch* batch, bert_step_result* result) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     if (result) check_struct(result->struct_size, kStepResultSize, "bert_step_result");
     bert::BatchView view;
     if (batch) view = view_of(batch);
@@ -313,8 +330,7 @@ bert_status bert_step(bert_session* session, const bert_batch* batch, bert_step_
 }
 
 bert_status bert_eval(bert_session* session, const bert_batch* batch, bert_eval_result* result) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     require(result, "result");
     const bool with_task = result->struct_size >= kEvalResultSizeTask;
     if (s.config().task.pretraining()) {
@@ -355,16 +371,14 @@ bert_status bert_output_size(const bert_session* session, bert_output what, int3
 }
 
 bert_status bert_infer(bert_session* session, const bert_batch* batch, bert_output what, float* out, size_t out_len) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     require(batch, "batch");
     s.infer(view_of(batch), output_of(what), out, out_len);
   });
 }
 
 bert_status bert_allreduce_host(bert_session* session, float* data, size_t count, bert_reduce_op op) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     const int raw_op = raw_value(op);
     if (raw_op != BERT_REDUCE_SUM && raw_op != BERT_REDUCE_MEAN && raw_op != BERT_REDUCE_MAX) {
       bert::fail(bert::Code::invalid_argument, "unknown reduce op ", raw_op);
@@ -374,28 +388,25 @@ bert_status bert_allreduce_host(bert_session* session, float* data, size_t count
 }
 
 bert_status bert_checkpoint(bert_session* session, const char* path) {
-  return guard([&] { session_of(session).save_checkpoint(path ? path : ""); });
+  return on_session(session, [&](bert::Session& s) { s.save_checkpoint(path ? path : ""); });
 }
 
 bert_status bert_checkpoint_load(bert_session* session, const char* path) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     require(path, "path");
     s.load_checkpoint(path);
   });
 }
 
 bert_status bert_checkpoint_load_weights(bert_session* session, const char* path) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     require(path, "path");
     s.load_weights(path);
   });
 }
 
 bert_status bert_checkpoint_resume(bert_session* session, const char* dir, int64_t* step) {
-  return guard([&] {
-    bert::Session& s = session_of(session);
+  return on_session(session, [&](bert::Session& s) {
     require(step, "step");
     const int64_t resumed = s.resume_latest(dir ? dir : "");
     *step = resumed;
@@ -428,23 +439,23 @@ bert_status bert_param_info(const bert_session* session, size_t index, const cha
 }
 
 bert_status bert_param_read(bert_session* session, const char* name, float* dst, size_t count) {
-  return guard([&] {
+  return on_session(session, [&](bert::Session& s) {
     require(name, "name");
-    session_of(session).read_param(name, dst, count, false);
+    s.read_param(name, dst, count, false);
   });
 }
 
 bert_status bert_param_write(bert_session* session, const char* name, const float* src, size_t count) {
-  return guard([&] {
+  return on_session(session, [&](bert::Session& s) {
     require(name, "name");
-    session_of(session).write_param(name, src, count);
+    s.write_param(name, src, count);
   });
 }
 
 bert_status bert_grad_read(bert_session* session, const char* name, float* dst, size_t count) {
-  return guard([&] {
+  return on_session(session, [&](bert::Session& s) {
     require(name, "name");
-    session_of(session).read_param(name, dst, count, true);
+    s.read_param(name, dst, count, true);
   });
 }
 

@@ -86,6 +86,8 @@ class Ops {
   // The backend's work queue (a cudaStream_t for CUDA; null for the CPU, which runs in order),
   // so a communicator can start a collective after the work queued so far.
   virtual void* native_stream() { return nullptr; }
+  // The GPU the backend's work runs on (-1: none, the CPU).
+  virtual int device() const { return -1; }
   // The storage type of every activation tensor the ops take (Act / ConstAct); the public
   // methods reject views of another type with Error(internal).
   virtual DType activation_type() const = 0;

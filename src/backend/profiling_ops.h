@@ -36,6 +36,7 @@ class ProfilingOps final : public Ops {
   void synchronize() override { inner_->synchronize(); }
   size_t peak_bytes() const override { return inner_->peak_bytes(); }
   void* native_stream() override { return inner_->native_stream(); }
+  int device() const override { return inner_->device(); }
   DType activation_type() const override { return inner_->activation_type(); }
   int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
     return inner_->attention_saved_elems(max_seqs, max_len, heads);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend/thread_device.h"
 #include "data/batch.h"
 #include "data/eval_set.h"
 #include "dist/communicator.h"
@@ -59,6 +60,13 @@ class Session {
  public:
   Session(const SessionConfig& config, std::unique_ptr<Communicator> comm, const BackendWrapper& wrap_backend = {});
   ~Session();
+
+  // A host calling from any of its threads (the C API): the calling thread has this session's
+  // GPU current while the returned guard lives, and its own one again after it.
+  ThreadDevice on_this_thread() const { return ThreadDevice(ops_->device() >= 0, ops_->device()); }
+  // The calling thread's GPU, made current again when the returned guard ends: creating a
+  // session makes the session's GPU current (tools keep it; a host's thread gets its own back).
+  static ThreadDevice keep_thread_device(const SessionConfig& c) { return ThreadDevice(c.on_cuda(), -1); }
 
   const SessionConfig& config() const { return config_; }
   const std::string& config_json() const { return config_json_; }

@@ -10,8 +10,10 @@
 // loss, logits and head gradient on the GPU in fp32, and train in bf16 and fp16 as the CPU does
 // in fp32. With fused attention the activation arena holds softmax statistics, not probabilities.
 // With CUDA graphs (train.cuda_graphs; unpadded batches recorded per length bin) a run equals the
-// same run without them, padded to the same bins, bit for bit.
+// same run without them, padded to the same bins, bit for bit. A session on a second GPU runs
+// when called from any host thread and leaves each thread's current device as it was.
 #include <bert.h>
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../capi/session_helpers.h"
@@ -444,4 +447,44 @@ TEST(EndToEnd, CudaGraphsWithFusedAttentionReplayTheStepBitwise) {
   if (bert_session_create(cfg.c_str(), nullptr, &probe) == BERT_ERR_UNSUPPORTED) GTEST_SKIP() << bert_last_error();
   bert_session_destroy(probe);
   expect_graphs_replay_bitwise(true);
+}
+
+// A host may call a session from any of its threads (Go moves goroutines between OS threads),
+// and CUDA's current device belongs to each thread: a session on the second GPU ("cuda:1") trains
+// when called from a thread whose current device is the first, and neither creating it, its
+// steps nor destroying it change the calling threads' current device. Needs two GPUs (the
+// emulated runtime has two with BERT_EMU_DEVICES=2, and refuses launches on another device's
+// stream as a GPU does).
+TEST(EndToEnd, CallsFromAnyThreadRunOnTheSessionsGpuAndLeaveTheThreadsOwn) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs two GPUs, found " << devices;
+  auto current = [] {
+    int device = -1;
+    cudaGetDevice(&device);
+    return device;
+  };
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  bert_session* s = create(config("cuda:1", R"(, "precision": "bf16")", 3));
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(current(), 0) << "creating the session changed the calling thread's GPU";
+  std::vector<float> losses;
+  std::string failure;
+  std::thread other([&] {  // a fresh thread: its current device is 0
+    bert_step_result r;
+    bert_step_result_init(&r);
+    if (bert_step(s, nullptr, &r) != BERT_OK) failure = bert_last_error();
+    else losses.push_back(r.loss);
+    if (current() != 0) failure += " (the step changed the thread's GPU)";
+  });
+  other.join();
+  EXPECT_EQ(failure, "");
+  losses.push_back(step(s).loss);  // and from the creating thread
+  EXPECT_EQ(current(), 0) << "a step changed the calling thread's GPU";
+  ASSERT_EQ(losses.size(), 2u);
+  // The first batch and the initial weights are the CPU run's: its first loss, up to bf16.
+  EXPECT_NEAR(losses[0], cpu_losses()[0], 2e-2 * cpu_losses()[0]);
+  EXPECT_TRUE(std::isfinite(losses[1]));
+  bert_session_destroy(s);
+  EXPECT_EQ(current(), 0) << "destroying the session changed the calling thread's GPU";
 }

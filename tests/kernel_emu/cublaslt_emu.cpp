@@ -226,6 +226,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const Layout& ldd = *reinterpret_cast<Layout*>(d_desc);
   if (algo == nullptr || !shapes_agree(d, la, lb, lc) || std::memcmp(&lc, &ldd, sizeof(Layout)))
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (!cuda_emu::launch_allowed(stream)) return CUBLAS_STATUS_EXECUTION_FAILED;  // another device's stream
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   if (!inside(A, la) || !inside(B, lb) || !inside(D, ldd) || (be != 0.0f && !inside(C, lc)))
     return CUBLAS_STATUS_INVALID_VALUE;

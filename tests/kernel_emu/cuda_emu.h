@@ -68,6 +68,7 @@ struct Launcher {
   template <typename Kernel>
   auto bind(Kernel kernel) const {
     return [kernel, grid = grid, block = block, stream = stream](auto&&... args) {
+      if (!launch_allowed(stream)) return;
       enqueue(stream, [kernel, grid, block, ... a = std::decay_t<decltype(args)>(args)] {
         run_grid(grid, block, [&] { kernel(a...); });
       });

@@ -1,6 +1,7 @@
 // The CUDA runtime calls the CUDA backend (src/backend/cuda) makes, on the host, for running it
-// in the kernel emulation: one device (reported as compute capability 9.0), host memory as
-// device memory, streams that run everything at once in order. Allocations are tracked so the
+// in the kernel emulation: one device (BERT_EMU_DEVICES sets more; each reported as compute
+// capability 9.0, each thread with its own current one, a kernel launch failing on another
+// device's stream), host memory as device memory, streams that run everything at once in order. Allocations are tracked so the
 // cuBLASLt emulation can check that each matrix it touches lies inside one of them, and so the
 // traffic counters can tell device bytes from others. Stream capture: while a stream captures,
 // its work (kernels, GEMMs, async copies and memsets, arguments bound by value) is recorded
@@ -18,6 +19,7 @@
 #include <utility>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <vector>
 
 namespace cuda_emu {
@@ -75,6 +77,24 @@ struct Capture {
 };
 Capture g_capture;
 
+// Devices: how many (BERT_EMU_DEVICES, 1 to 8; default 1), each thread's current one, the device
+// each stream was created on, and each thread's pending launch error.
+int device_count() {
+  static const int count = [] {
+    const char* env = std::getenv("BERT_EMU_DEVICES");
+    const int n = env ? std::atoi(env) : 1;
+    return n >= 1 && n <= 8 ? n : 1;
+  }();
+  return count;
+}
+thread_local int t_device = 0;
+thread_local cudaError_t t_launch_error = cudaSuccess;
+std::mutex g_stream_devices_mutex;
+std::map<cudaStream_t, int>& stream_devices() {
+  static std::map<cudaStream_t, int> devices;
+  return devices;
+}
+
 // A call the runtime refuses while a global- or thread-local-mode capture is in progress (it
 // would wait for or change device state outside the graph; this runtime has one thread, the
 // capturing one): invalidates the capture.
@@ -92,6 +112,15 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   } else {
     work();
   }
+}
+
+bool launch_allowed(cudaStream_t stream) {
+  if (stream == nullptr) return true;  // the default stream: the current device's
+  std::lock_guard<std::mutex> lock(g_stream_devices_mutex);
+  const auto it = stream_devices().find(stream);
+  if (it == stream_devices().end() || it->second == t_device) return true;
+  t_launch_error = cudaErrorInvalidResourceHandle;
+  return false;
 }
 
 Traffic& traffic() {
@@ -158,16 +187,20 @@ struct CUgraphExec_st {
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = cuda_emu::device_count();
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= cuda_emu::device_count()) return cudaErrorInvalidDevice;
+  cuda_emu::t_device = device;
+  return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = cuda_emu::t_device;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
-  if (device != 0) return cudaErrorInvalidDevice;
+  if (device < 0 || device >= cuda_emu::device_count()) return cudaErrorInvalidDevice;
   if (attr == cudaDevAttrComputeCapabilityMajor) *value = 9;
   else if (attr == cudaDevAttrComputeCapabilityMinor) *value = 0;
   else return cudaErrorInvalidValue;  // not emulated: the caller should learn it asked
@@ -178,6 +211,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
   (void)flags;
   // A distinct non-null handle per stream; nothing dereferences it.
   *stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(++cuda_emu::g_stream_count));
+  std::lock_guard<std::mutex> lock(cuda_emu::g_stream_devices_mutex);
+  cuda_emu::stream_devices()[*stream] = cuda_emu::t_device;
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
@@ -310,10 +345,11 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   return cudaSuccess;
 }
 
-// Launches either ran or threw, so there is never a pending error.
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+// A launch either ran, threw, or was refused (another device's stream): that error is pending.
+cudaError_t cudaGetLastError(void) { return std::exchange(cuda_emu::t_launch_error, cudaSuccess); }
 const char* cudaGetErrorString(cudaError_t error) {
-  return error == cudaSuccess ? "no error" : "emulated CUDA error";
+  if (error == cudaSuccess) return "no error";
+  return error == cudaErrorInvalidResourceHandle ? "invalid resource handle" : "emulated CUDA error";
 }
 
 }  // extern "C"

@@ -20,6 +20,11 @@ bool inside_allocation(const void* first, const void* last);
 // graph being captured and runs each time an instance of that graph is launched.
 void enqueue(cudaStream_t stream, std::function<void()> work);
 
+// Whether this thread may launch a kernel on `stream`: as on a GPU, not when the stream belongs to
+// another device than the thread's current one (the launch then fails: cudaGetLastError returns
+// cudaErrorInvalidResourceHandle). BERT_EMU_DEVICES (default 1) sets how many devices there are.
+bool launch_allowed(cudaStream_t stream);
+
 // Counters since the program started (read them before and after the calls of interest).
 // read/write bytes are per-launch footprints: the distinct 32-byte sectors of device memory a
 // kernel loaded, and those it stored, times 32, summed over launches. Kernels contribute only when

@@ -60,6 +60,7 @@ class CudaOps final : public Ops {
   void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
+  int device() const override { return device_; }
   DType activation_type() const override { return activation_type_; }
   // With fused attention probs holds the softmax statistics.
   int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
