@@ -4,7 +4,8 @@
 // on the backend's stream after one direct run (so no scratch buffer grows and no table is
 // uploaded while capturing). Capturing writes nothing; each graph launch equals the same ops run
 // directly, bitwise, also after new input values are uploaded (a graph reads memory when it
-// runs). Waiting for the stream while it captures fails and invalidates the capture. On a GPU
+// runs). Waiting for the stream while it captures fails and invalidates the capture; a refused
+// recording names the config switch that runs without graphs. On a GPU
 // and under the emulation (emulated_cuda_graphs), whose runtime records and replays the work.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "../expect_error.h"
 #include "core/error.h"
 #include "gpu_random.h"
 
@@ -142,6 +144,24 @@ TEST_F(CudaGraphs, WaitingWhileCapturingInvalidatesTheCapture) {
   EXPECT_EQ(graph, nullptr);
   (void)cudaGetLastError();  // a GPU runtime keeps the failed calls' error until read
   run_layer();  // the stream works directly again
+  ops->synchronize();
+}
+
+// A recording the runtime refuses (here an allocation inside it) fails naming the config switch
+// that runs the step without graphs, and the stream works directly again.
+TEST_F(CudaGraphs, ARefusedRecordingFailsNamingTheConfigSwitch) {
+  run_layer();
+  testing::expect_error(
+      [&] {
+        ops->record([&] {
+          run_layer();
+          void* extra = nullptr;
+          (void)cudaMalloc(&extra, 256);  // refused while the stream captures: invalidates the capture
+        });
+      },
+      Code::backend, {"recording the work as a CUDA graph failed", "config key 'train.cuda_graphs' = false"});
+  (void)cudaGetLastError();
+  run_layer();
   ops->synchronize();
 }
 

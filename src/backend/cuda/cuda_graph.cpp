@@ -50,7 +50,8 @@ std::unique_ptr<RecordedWork> CudaOps::record(const std::function<void()>& body)
   if (ended != cudaSuccess) {
     cudaGetLastError();
     fail(Code::backend, "recording the work as a CUDA graph failed: ", cudaGetErrorString(ended),
-         " (a call inside it waited for the device or allocated memory)");
+         " (a call inside it waited for the device or allocated memory); config key 'train.cuda_graphs' = false "
+         "runs the step without graphs");
   }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
