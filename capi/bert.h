@@ -27,8 +27,8 @@
  *  - Threads: a session may be used from any thread but by one thread at a time (it may move
  *    between threads). bert_session_abort and bert_last_error may be called from any thread at
  *    any time. Different sessions are independent. A GPU session makes its GPU current on the
- *    calling thread for the length of each call and the thread's own current device again
- *    before returning.
+ *    calling thread for the length of each call and the thread's own CUDA context current again
+ *    before returning (none, if it had none).
  *  - Collective calls (marked COLLECTIVE) must be called by every rank of a distributed run in
  *    the same order; with one rank they complete locally.
  *  - Returned pointers: each call that returns a pointer says how long it stays valid. Static

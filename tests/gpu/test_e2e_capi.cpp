@@ -11,8 +11,9 @@
 // in fp32. With fused attention the activation arena holds softmax statistics, not probabilities.
 // With CUDA graphs (train.cuda_graphs; unpadded batches recorded per length bin) a run equals the
 // same run without them, padded to the same bins, bit for bit. A session on a second GPU runs
-// when called from any host thread and leaves each thread's current device as it was.
+// when called from any host thread and leaves each thread's CUDA context as it was.
 #include <bert.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -450,41 +451,49 @@ TEST(EndToEnd, CudaGraphsWithFusedAttentionReplayTheStepBitwise) {
 }
 
 // A host may call a session from any of its threads (Go moves goroutines between OS threads),
-// and CUDA's current device belongs to each thread: a session on the second GPU ("cuda:1") trains
-// when called from a thread whose current device is the first, and neither creating it, its
-// steps nor destroying it change the calling threads' current device. Needs two GPUs (the
+// and CUDA's current context belongs to each thread: a session on the second GPU ("cuda:1") trains
+// when called from a fresh thread (no current context) and from a thread using the first GPU, and
+// neither creating it, its steps nor destroying it change the calling threads' contexts (a fresh
+// thread is left without one: none is made on a GPU the host never used). Needs two GPUs (the
 // emulated runtime has two with BERT_EMU_DEVICES=2, and refuses launches on another device's
 // stream as a GPU does).
 TEST(EndToEnd, CallsFromAnyThreadRunOnTheSessionsGpuAndLeaveTheThreadsOwn) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   if (devices < 2) GTEST_SKIP() << "needs two GPUs, found " << devices;
-  auto current = [] {
-    int device = -1;
-    cudaGetDevice(&device);
-    return device;
+  void* get = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 4000, cudaEnableDefault, &found), cudaSuccess);
+  ASSERT_EQ(found, cudaDriverEntryPointSuccess);
+  auto context = [get] {
+    CUcontext current = nullptr;
+    reinterpret_cast<CUresult (*)(CUcontext*)>(get)(&current);
+    return current;
   };
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const CUcontext first_gpu = context();
+  ASSERT_NE(first_gpu, nullptr);
   bert_session* s = create(config("cuda:1", R"(, "precision": "bf16")", 3));
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(current(), 0) << "creating the session changed the calling thread's GPU";
+  EXPECT_EQ(context(), first_gpu) << "creating the session changed the calling thread's context";
   std::vector<float> losses;
   std::string failure;
-  std::thread other([&] {  // a fresh thread: its current device is 0
+  std::thread fresh([&] {
+    if (context() != nullptr) failure = "a new thread already has a context; ";
     bert_step_result r;
     bert_step_result_init(&r);
-    if (bert_step(s, nullptr, &r) != BERT_OK) failure = bert_last_error();
+    if (bert_step(s, nullptr, &r) != BERT_OK) failure += bert_last_error();
     else losses.push_back(r.loss);
-    if (current() != 0) failure += " (the step changed the thread's GPU)";
+    if (context() != nullptr) failure += "the step left a context current on a thread that had none";
   });
-  other.join();
+  fresh.join();
   EXPECT_EQ(failure, "");
-  losses.push_back(step(s).loss);  // and from the creating thread
-  EXPECT_EQ(current(), 0) << "a step changed the calling thread's GPU";
+  losses.push_back(step(s).loss);  // and from the creating thread, on the first GPU
+  EXPECT_EQ(context(), first_gpu) << "a step changed the calling thread's context";
   ASSERT_EQ(losses.size(), 2u);
   // The first batch and the initial weights are the CPU run's: its first loss, up to bf16.
   EXPECT_NEAR(losses[0], cpu_losses()[0], 2e-2 * cpu_losses()[0]);
   EXPECT_TRUE(std::isfinite(losses[1]));
   bert_session_destroy(s);
-  EXPECT_EQ(current(), 0) << "destroying the session changed the calling thread's GPU";
+  EXPECT_EQ(context(), first_gpu) << "destroying the session changed the calling thread's context";
 }

@@ -10,6 +10,7 @@
 // and invalidates the capture.
 #include "cuda_runtime_emu.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -77,8 +78,11 @@ struct Capture {
 };
 Capture g_capture;
 
-// Devices: how many (BERT_EMU_DEVICES, 1 to 8; default 1), each thread's current one, the device
-// each stream was created on, and each thread's pending launch error.
+// Devices: how many (BERT_EMU_DEVICES, 1 to 8; default 1), each thread's current one and whether
+// its context is current (a thread starts with none; cudaSetDevice, or the first launch or stream
+// on the thread, binds the device's; the driver's cuCtxSetCurrent can unbind it again while the
+// runtime keeps its device), the device each stream was created on, and each thread's pending
+// launch error.
 int device_count() {
   static const int count = [] {
     const char* env = std::getenv("BERT_EMU_DEVICES");
@@ -88,6 +92,17 @@ int device_count() {
   return count;
 }
 thread_local int t_device = 0;
+thread_local bool t_context = false;
+CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(static_cast<uintptr_t>(0x1000 + device)); }
+CUresult get_current_context(CUcontext* context) {
+  *context = t_context ? context_of(t_device) : nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult set_current_context(CUcontext context) {
+  t_context = context != nullptr;
+  if (context != nullptr) t_device = static_cast<int>(reinterpret_cast<uintptr_t>(context) - 0x1000);
+  return CUDA_SUCCESS;
+}
 thread_local cudaError_t t_launch_error = cudaSuccess;
 std::mutex g_stream_devices_mutex;
 std::map<cudaStream_t, int>& stream_devices() {
@@ -115,6 +130,7 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
 }
 
 bool launch_allowed(cudaStream_t stream) {
+  t_context = true;                    // the runtime binds the thread's device
   if (stream == nullptr) return true;  // the default stream: the current device's
   std::lock_guard<std::mutex> lock(g_stream_devices_mutex);
   const auto it = stream_devices().find(stream);
@@ -193,6 +209,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= cuda_emu::device_count()) return cudaErrorInvalidDevice;
   cuda_emu::t_device = device;
+  cuda_emu::t_context = true;
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
@@ -213,6 +230,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
   *stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(++cuda_emu::g_stream_count));
   std::lock_guard<std::mutex> lock(cuda_emu::g_stream_devices_mutex);
   cuda_emu::stream_devices()[*stream] = cuda_emu::t_device;
+  cuda_emu::t_context = true;
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
@@ -342,6 +360,16 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
     ++cuda_emu::traffic().device_copies;
     cuda_emu::traffic().write_bytes += static_cast<int64_t>(bytes);
   });
+  return cudaSuccess;
+}
+
+// The driver's context calls ThreadDevice looks up through the runtime.
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
+  *fn = nullptr;
+  if (std::strcmp(symbol, "cuCtxGetCurrent") == 0) *fn = reinterpret_cast<void*>(&cuda_emu::get_current_context);
+  if (std::strcmp(symbol, "cuCtxSetCurrent") == 0) *fn = reinterpret_cast<void*>(&cuda_emu::set_current_context);
+  if (status) *status = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
 
