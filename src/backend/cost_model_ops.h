@@ -97,6 +97,7 @@ class CostModelOps final : public Ops {
   void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
+  int device() const override { return inner_ ? inner_->device() : -1; }
   DType activation_type() const override;
   int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override;
   // Records body's kernels (with no inner backend; else null: the work runs directly) as

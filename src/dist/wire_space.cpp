@@ -9,15 +9,15 @@ namespace bert {
 
 WireSpace::Slice WireSpace::take(size_t bytes, bool capturing) {
   bytes = (bytes + 255) / 256 * 256;
-  step_ += bytes;
   Slice slice;
   if (used_ + bytes > capacity_) {
     BERT_CHECK(!capturing && !held_, Code::internal, "NCCL's 16-bit gradient wire buffer (", capacity_,
-               " bytes) would grow to ", step_, " while a CUDA graph ", capturing ? "records" : "holds",
+               " bytes) would grow to ", step_ + bytes, " while a CUDA graph ", capturing ? "records" : "holds",
                " the buckets");
-    slice.grow_to = capacity_ = step_;  // everything this step has needed so far
+    slice.grow_to = capacity_ = step_ + bytes;  // everything this step has needed so far
     used_ = 0;
   }
+  step_ += bytes;
   held_ = held_ || capturing;
   slice.offset = used_;
   used_ += bytes;

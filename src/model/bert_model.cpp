@@ -280,9 +280,11 @@ ForwardStats BertModel::run(const ModelInputs& in, const DropoutStream& drop, co
 
 void BertModel::compute_recorded(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions& backward,
                                  const std::atomic<bool>* abort) {
-  BERT_CHECK(task_.pretraining() && in.layout.uniform_length() > 0 &&
-                 in.mlm_rows.size() == static_cast<size_t>(in.batch_size()) * limits_.max_predictions,
-             Code::internal, "recorded forward and backward need pretraining on padded batches with fixed MLM rows");
+  BERT_CHECK(task_.pretraining() && in.layout.uniform_length() > 0, Code::internal,
+             "recorded forward and backward need pretraining on padded batches");
+  BERT_CHECK(in.mlm_rows.size() == static_cast<size_t>(in.batch_size()) * limits_.max_predictions, Code::internal,
+             "recorded forward and backward need fixed MLM rows (Padding::fixed_mlm_rows): ", in.mlm_rows.size(),
+             " rows for ", in.batch_size(), " sequences of ", limits_.max_predictions);
   check_abort(abort);
   const int64_t masked = in.mlm_labelled;
   const ReplayArgs args{drop.step, masked > 0 ? backward.loss_scale / masked : 0.0f};

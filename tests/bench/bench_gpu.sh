@@ -55,11 +55,13 @@ for model in ${MODELS:-bert-base bert-large}; do
   done
 done
 # Gradient accumulation as DLE's phases run (8 micro-batches per optimizer step): the steady state.
-for seq in 128 512; do
-  batch=$([ "$seq" = 128 ] && echo 64 || echo 16)
-  row bert-large "$seq" "$batch" bf16 "fused+graphs" --fused-attention 1 --graphed 1 --accumulation 8 \
-    --steps 3 --warmup 2
-done
+if [[ " ${MODELS:-bert-large} " == *" bert-large "* ]]; then
+  for seq in 128 512; do
+    batch=$([ "$seq" = 128 ] && echo 64 || echo 16)
+    row bert-large "$seq" "$batch" bf16 "fused+graphs" --fused-attention 1 --graphed 1 --accumulation 8 \
+      --steps 3 --warmup 2
+  done
+fi
 if [ -d "$DATA/real512/train" ] && [ -d "$DATA/bins512/bin_0" ]; then
   real=(--steps 30 --warmup 20 --unpad 1)
   row bert-large 512 16 bf16 "reference (packed)" --fused-attention 0 --data "$DATA/real512/train" "${real[@]}"

@@ -376,5 +376,35 @@ TEST_F(FusedAttention, SixteenBitActivationsGiveTheFp32PathsResultsBitwise) {
   }
 }
 
+// A 16-bit ctx of the packed rows is where cuDNN wrote O, and the backward reads O back from it:
+// a backward given another buffer as ctx is refused, naming both.
+TEST_F(FusedAttention, ABackwardGivenAnotherCtxThanItsForwardsIsRefused) {
+  auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true, false, true});
+  const Case& c = cases().front();
+  const int64_t T = c.layout.total_tokens();
+  std::vector<float> bias;
+  std::vector<bool> valid;
+  masks(c, bias, valid);
+  Buffer key_bias(*gpu, bias), stats(*gpu, c.layout.probs_elems(kHeads));
+  const size_t row_bytes = static_cast<size_t>(kH) * 2;
+  void* qkv = gpu->alloc(T * 3 * row_bytes);
+  void* out = gpu->alloc(T * row_bytes);
+  void* other = gpu->alloc(T * row_bytes);
+  void* grad = gpu->alloc(T * 3 * row_bytes);
+  for (void* p : {qkv, other}) gpu->fill_zero(p, p == qkv ? T * 3 * row_bytes : T * row_bytes);
+  gpu->attention_fwd(Act(out, DType::bf16), Act(stats.ptr, DType::bf16), ConstAct(qkv, DType::bf16), key_bias.ptr,
+                     c.layout, kHeads, kHeadDim, DropoutSite{});
+  expect_error([&] {
+    gpu->attention_bwd(Act(grad, DType::bf16), ConstAct(other, DType::bf16), ConstAct(other, DType::bf16),
+                       ConstAct(qkv, DType::bf16), ConstAct(stats.ptr, DType::bf16), c.layout, kHeads, kHeadDim,
+                       DropoutSite{});
+  }, Code::invalid_argument, {"attention_bwd: ctx (", "is not the output of the forward that wrote this probs buffer"});
+  gpu->attention_bwd(Act(grad, DType::bf16), ConstAct(other, DType::bf16), ConstAct(out, DType::bf16),
+                     ConstAct(qkv, DType::bf16), ConstAct(stats.ptr, DType::bf16), c.layout, kHeads, kHeadDim,
+                     DropoutSite{});
+  gpu->synchronize();
+  for (void* p : {qkv, out, other, grad}) gpu->release(p);
+}
+
 }  // namespace
 }  // namespace bert

@@ -138,7 +138,7 @@ class CudnnAttention final : public FusedAttention {
     std::unique_ptr<ScratchBuffer> buffer;
     int64_t T = 0, B = 0, H = 0, S = 0;  // the forward's shape (T 0: none yet)
     bool padded = false;
-    bool o_in_ctx = false;
+    const void* o_in_ctx = nullptr;  // the ctx cuDNN wrote O into (null: O is kept here)
     size_t seq_len_at = 0, stats_at = 0, bytes = 0;  // byte offsets of the counts, stats; size
   };
   // The call's device-side tables (see upload_table); the per-sequence ones are null when all
@@ -386,7 +386,7 @@ void CudnnAttention::forward(Act ctx, float* stats, ConstAct qkv, const float* k
   if (saved.buffer == nullptr) saved.buffer = std::make_unique<ScratchBuffer>(memory_, stream_);
   saved.T = 0;  // valid for a backward only once this forward has run
   check_io_type(ctx.type);
-  saved.o_in_ctx = writes_in_place(ctx, s);
+  saved.o_in_ctx = writes_in_place(ctx, s) ? ctx.data : nullptr;
   // [O [rows, H] 16-bit unless in ctx | seq_len [B] | padded: stats [B, h, S] fp32], each
   // 256-byte aligned.
   auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -430,10 +430,11 @@ void CudnnAttention::backward(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qk
              "attention_bwd: the fused attention has no forward output for this probs buffer and "
              "layout (", s.B, " sequences, ", s.T, " tokens); run attention_fwd with it first");
   const Saved& saved = it->second;
-  BERT_CHECK(saved.o_in_ctx == writes_in_place(ctx, s), Code::invalid_argument,
-             "attention_bwd: ctx is a ", dtype_name(ctx.type), " tensor, not the forward's output");
+  BERT_CHECK(saved.o_in_ctx == nullptr || saved.o_in_ctx == ctx.data, Code::invalid_argument,
+             "attention_bwd: ctx (", ctx.data, ") is not the output of the forward that wrote this probs buffer (",
+             saved.o_in_ctx, "), which the fused attention reads back");
   char* keep = static_cast<char*>(saved.buffer->get(saved.bytes));
-  const void* o16 = saved.o_in_ctx ? ctx.data : keep;
+  const void* o16 = saved.o_in_ctx ? saved.o_in_ctx : keep;
   auto* seq_len = reinterpret_cast<int32_t*>(keep + saved.seq_len_at);
   float* stats_in = s.padded ? reinterpret_cast<float*>(keep + saved.stats_at)
                              : const_cast<float*>(stats);
