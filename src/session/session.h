@@ -62,10 +62,10 @@ class Session {
   ~Session();
 
   // A host calling from any of its threads (the C API): the calling thread has this session's
-  // GPU current while the returned guard lives, and its own one again after it.
+  // GPU current while the returned guard lives, and its own CUDA context again after it.
   ThreadDevice on_this_thread() const { return ThreadDevice(ops_->device() >= 0, ops_->device()); }
-  // The calling thread's GPU, made current again when the returned guard ends: creating a
-  // session makes the session's GPU current (tools keep it; a host's thread gets its own back).
+  // The calling thread's CUDA context, made current again when the returned guard ends: creating
+  // a session makes the session's GPU current (tools keep it; a host's thread gets its own back).
   static ThreadDevice keep_thread_device(const SessionConfig& c) { return ThreadDevice(c.on_cuda(), -1); }
 
   const SessionConfig& config() const { return config_; }

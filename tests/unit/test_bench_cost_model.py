@@ -9,7 +9,8 @@ buckets of 1 MB) moves 2(W-1)/W of the fp32 gradient (half that with a bf16 wire
 backward pass (exposed less than all of it), and adds exactly its exposed part to the one-GPU step,
 launched and graphed; a sharded optimizer's collectives (after the backward pass) are all exposed;
 bad --wire-precision values exit 1 with the config's message. --accumulation N shares one optimizer
-step among N micro-batches: each one past the first adds the same time.
+step among N micro-batches: each one past the first adds the same time; a measured CPU run counts
+batch x N sequences per step.
 
 usage: test_bench_cost_model.py BERT_BENCH BERT_PREP"""
 import json
@@ -132,6 +133,13 @@ def main() -> int:
     bad = bench(binary, "h100", "--accumulation", "0")
     assert bad.returncode == 2 and "--accumulation must be at least 1" in bad.stderr, bad.stderr
     print(f"accumulation 4: step {1e3 * four:.3f} ms against {1e3 * one:.3f} ms for one micro-batch")
+    # Measured (CPU) too: a step is 3 micro-batches of 4, so each step counts 12 sequences.
+    measured = subprocess.run([binary, "--model", "bert-tiny", "--batch", "4", "--accumulation", "3", "--seq", "32",
+                               "--steps", "2", "--warmup", "1", "--threads", "1"], capture_output=True, text=True)
+    assert measured.returncode == 0, measured.stderr
+    r = json.loads(measured.stdout.strip().splitlines()[-1])
+    assert r["accumulation"] == 3 and r["batch"] == 4, r
+    assert abs(r["sequences_per_second"] * r["step_seconds"] - 12) < 1e-6, r
     print("length bins: " + check_length_bins(binary, prep))
     print("world 8: " + check_world(binary))
     return 0
