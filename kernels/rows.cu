@@ -1,4 +1,5 @@
-// Row gathers and deterministic row scatter-adds (MLM head gathers, embedding backward).
+// Row gathers, a row broadcast, and deterministic row scatter-adds (MLM head gathers, a bias
+// written as a GEMM's C, embedding backward).
 // scatter_add_rows stably radix-sorts (row, i) pairs with CUB; the first position of each run of
 // equal rows owns that row and adds its sources in increasing i, one thread per column — no
 // float atomics, and the same summation order as the CPU reference. Rows are of any activation storage type (a scatter-add
@@ -17,6 +18,12 @@ __global__ void gather_rows_kernel(T* out, const T* in, const int32_t* rows, int
   const T* src = in + static_cast<int64_t>(rows[i]) * H;
   T* dst = out + i * H;
   for (int j = threadIdx.x; j < H; j += blockDim.x) dst[j] = src[j];
+}
+
+template <typename T>
+__global__ void broadcast_row_kernel(T* out, const T* row, int n, int64_t ld) {
+  T* dst = out + static_cast<int64_t>(blockIdx.x) * ld;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) dst[j] = row[j];
 }
 
 __global__ void iota_kernel(int32_t* values, int n) {
@@ -75,6 +82,16 @@ void gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H, cu
   with_storage(common_storage("gather_rows", {out, in}), [&](auto tag) {
     using T = decltype(tag);
     gather_rows_kernel<T><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(typed<T>(out), typed<T>(in), rows, H);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void broadcast_row(Act out, ConstAct row, int64_t m, int n, int64_t ld, cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  BERT_CHECK(m <= 0x7fffffff, Code::invalid_argument, "broadcast_row: ", m, " rows is too many");
+  with_storage(common_storage("broadcast_row", {out, row}), [&](auto tag) {
+    using T = decltype(tag);
+    broadcast_row_kernel<T><<<static_cast<unsigned>(m), kThreads, 0, stream>>>(typed<T>(out), typed<T>(row), n, ld);
   });
   CUDA_CHECK(cudaGetLastError());
 }

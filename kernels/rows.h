@@ -1,5 +1,5 @@
-// Launchers of kernels/rows.cu: row gathers and deterministic scatter-adds (the heads' masked rows,
-// embedding gradients). Gathers and deterministic scatter-adds of rows.
+// Launchers of kernels/rows.cu: row gathers (the heads' masked rows), a row broadcast (a bias as a
+// GEMM's C) and deterministic scatter-adds (embedding gradients).
 // Each enqueues its kernels on `stream`, checks the launch and returns without synchronising;
 // pointers are device memory, shapes follow src/backend/ops.h.
 #pragma once
@@ -15,6 +15,8 @@ namespace bert::kernels {
 
 // out and in of one activation storage type.
 void gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H, cudaStream_t stream);
+// out[i * ld + j] = row[j] for i < m, j < n; out and row of one storage type.
+void broadcast_row(Act out, ConstAct row, int64_t m, int n, int64_t ld, cudaStream_t stream);
 // Bytes of scratch scatter_add_rows needs for n rows.
 size_t scatter_add_scratch_bytes(int64_t n);
 // dst[rows[i]] += src[i]: rows are stably sorted, and each distinct row is summed by one block

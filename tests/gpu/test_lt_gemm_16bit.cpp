@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/half.h"
+#include "core/log.h"
 #include "gpu_random.h"
 #include "../expect_error.h"
 
@@ -82,6 +84,23 @@ class LtGemm16 : public ::testing::TestWithParam<GemmPrecision> {
     CUDA_CHECK(cudaMemcpy(x.data(), p, n * 4, cudaMemcpyDeviceToHost));
     return x;
   }
+  // out [M, n] = in [M, K] · W [n, K]^T + bias (epilogue bias).
+  static GemmArgs linear(ConstAct in, const float* W, Act out, int n, const float* bias) {
+    GemmArgs g;
+    g.trans_b = true;
+    g.m = M;
+    g.n = n;
+    g.k = K;
+    g.A = in;
+    g.lda = K;
+    g.B = W;
+    g.ldb = K;
+    g.C = out;
+    g.ldc = n;
+    g.epilogue = GemmEpilogue::bias;
+    g.bias = bias;
+    return g;
+  }
   void* device(size_t bytes) {
     buffers.push_back(memory->alloc(bytes));
     return buffers.back();
@@ -98,19 +117,8 @@ TEST_P(LtGemm16, LinearForwardWrites16BitOutputs) {
   const auto in = rounded(randn(M * K, 1, 0.5f)), W = rounded(randn(N * K, 2, 0.2f));
   const auto b = rounded(randn(N, 3, 0.5f));
   for (GemmEpilogue epilogue : {GemmEpilogue::bias, GemmEpilogue::gelu_aux_bias}) {
-    GemmArgs g;
-    g.trans_b = true;
-    g.m = M;
-    g.n = N;
-    g.k = K;
-    g.A = upload16(in);
-    g.lda = K;
-    g.B = upload32(W);
-    g.ldb = K;
-    g.C = upload16(std::vector<float>(M * N, 7.0f));
-    g.ldc = N;
+    GemmArgs g = linear(upload16(in), upload32(W), upload16(std::vector<float>(M * N, 7.0f)), N, upload32(b));
     g.epilogue = epilogue;
-    g.bias = upload32(b);
     if (epilogue == GemmEpilogue::gelu_aux_bias) g.aux = upload16(std::vector<float>(M * N, 7.0f));
     if (!gemm->supported(g)) GTEST_SKIP() << "cuBLASLt offers no algorithm for this epilogue here";
     gemm->run(g);
@@ -126,6 +134,61 @@ TEST_P(LtGemm16, LinearForwardWrites16BitOutputs) {
     expect_close(download16(g.C, M * N), out, 2e-5, rtol, "16-bit out");
     if (epilogue == GemmEpilogue::gelu_aux_bias) expect_close(download16(g.aux, M * N), pre, 2e-5, rtol, "16-bit aux");
   }
+}
+
+// The NSP head's shape (N = 2) with a bias. In the emulation a second LtGemm runs it with the bias
+// epilogue refused (BERT_EMU_LT_REFUSE_BIAS_EPILOGUE): the bias is written into C and added with
+// beta = 1, once, with a warning, bitwise equal to the epilogue (both round acc + bias once). On a
+// GPU the variable changes nothing, and both runs check the epilogue at this shape.
+TEST_P(LtGemm16, ABiasEpilogueCuBlasLtRefusesIsAddedAsC) {
+  constexpr int n = 2;
+  const auto in = rounded(randn(M * K, 7, 0.5f)), W = rounded(randn(n * K, 8, 0.2f));
+  const auto b = rounded(randn(n, 9, 0.5f));
+  const Act in16 = upload16(in);
+  float* W32 = upload32(W);
+  float* b32 = upload32(b);
+  auto run_on = [&](LtGemm& lt) {
+    const GemmArgs g = linear(in16, W32, upload16(std::vector<float>(M * n, 7.0f)), n, b32);
+    lt.run(g);
+    lt.run(g);  // the second call finds its choice cached
+    return download16(g.C, M * n);
+  };
+  const std::vector<float> fused = run_on(*gemm);
+  std::vector<std::string> warnings;
+  set_log_sink([&](int level, const char* message) {
+    if (level == log_warning) warnings.emplace_back(message);
+  });
+  setenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE", "1", 1);
+  std::vector<float> as_c;
+  try {
+    LtGemm refused(GetParam(), *memory, stream);
+    as_c = run_on(refused);
+  } catch (...) {
+    unsetenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE");
+    set_log_sink(nullptr);
+    throw;
+  }
+  unsetenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE");
+  set_log_sink(nullptr);
+  std::vector<double> expected(M * n);
+  for (int64_t i = 0; i < M; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = b[j];
+      for (int k = 0; k < K; ++k) acc += double(in[i * K + k]) * W[j * K + k];
+      expected[i * n + j] = acc;
+    }
+  const double rtol = 1.001 * unit_roundoff() + 1e-5;
+  expect_close(fused, expected, 2e-5, rtol, "bias epilogue");
+  expect_close(as_c, expected, 2e-5, rtol, "bias as C");
+  for (int64_t i = 0; i < M * n; ++i) ASSERT_EQ(as_c[i], fused[i]) << "element " << i;
+  if (!warnings.empty()) {
+    ASSERT_EQ(warnings.size(), 1u) << "warned once per shape";
+    EXPECT_NE(warnings[0].find("cuBLASLt offers no bias epilogue for gemm m=37 n=2 k=64"), std::string::npos)
+        << warnings[0];
+  }
+#ifdef BERT_KERNEL_EMULATION
+  EXPECT_EQ(warnings.size(), 1u) << "the emulation refused the epilogue, so the fallback ran";
+#endif
 }
 
 // dW [N, K] += dpre [M, N]^T · in [M, K] with both operands 16-bit: fp32 accumulation into fp32.

@@ -9,12 +9,14 @@
 // matrix touched must lie inside one cudaMalloc allocation, which catches wrong ld/stride/shape.
 // Each call adds the bytes its layouts describe to the emulator's traffic counters. The product
 // is stream work (cuda_emu::enqueue), so a capturing stream records it for graph launches.
+// BERT_EMU_LT_REFUSE_BIAS_EPILOGUE in the environment makes the heuristic refuse the BIAS epilogue.
 #include <cublasLt.h>
 
 #include <Eigen/Dense>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/half.h"
@@ -203,9 +205,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
   const Layout& lc = *reinterpret_cast<Layout*>(c);
   const Layout& ld = *reinterpret_cast<Layout*>(d);
-  if (!shapes_agree(*reinterpret_cast<Desc*>(desc), *reinterpret_cast<Layout*>(a),
-                    *reinterpret_cast<Layout*>(b), lc) ||
+  const Desc& dd = *reinterpret_cast<Desc*>(desc);
+  if (!shapes_agree(dd, *reinterpret_cast<Layout*>(a), *reinterpret_cast<Layout*>(b), lc) ||
       std::memcmp(&lc, &ld, sizeof(Layout)) != 0)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  // With BERT_EMU_LT_REFUSE_BIAS_EPILOGUE set, no bias epilogue is offered, as a cuBLASLt
+  // without one for a shape answers (for tests of LtGemm's fallback).
+  if (dd.epilogue == CUBLASLT_EPILOGUE_BIAS && std::getenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE") != nullptr)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].state = CUBLAS_STATUS_SUCCESS;

@@ -3,13 +3,18 @@
 // algorithm per shape/precision/epilogue/output type/alignment. In bf16/fp16 mode a 16-bit operand
 // is read as it is, an fp32 one inside the registered weight range from the WeightMirror; other fp32
 // operands are first cast to 16-bit scratch copies covering exactly the span the GEMM reads.
+// Where cuBLASLt offers no bias epilogue for a shape, the bias is written into C first and added
+// with beta = 1.
 #include "backend/cuda/cublaslt_gemm.h"
 
 #include <algorithm>
 #include <functional>
+#include <sstream>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/log.h"
 #include "kernels/cast.h"
+#include "kernels/rows.h"
 
 namespace bert {
 namespace {
@@ -276,13 +281,47 @@ void LtGemm::run(const GemmArgs& g) {
   BERT_CHECK(g.aux.data == nullptr || g.aux.type == g.C.type, Code::internal, "gemm: aux is ",
              dtype_name(g.aux.type), " but C is ", dtype_name(g.C.type));
   const auto [a_lt, b_lt] = lt_operands(g, true);
+  const void* bias_lt = epilogue_bias(g, true);
   Plan plan;
-  build_plan(g, a_lt, b_lt, epilogue_bias(g, true), plan);
+  build_plan(g, a_lt, b_lt, bias_lt, plan);
   const CachedAlgo& algo = algorithm(g, plan);
+  if (!algo.found && g.epilogue == GemmEpilogue::bias && g.beta == 0.0f && g.batch == 1) {
+    run_bias_as_c(g, a_lt, b_lt, bias_lt);
+    return;
+  }
+  require(algo, g);
+  matmul(g, plan, algo);
+}
+
+// C = bias in every row, then C = A·B + 1·C: the sum the bias epilogue forms, rounded once into
+// C's type (the bias is read in C's type either way).
+void LtGemm::run_bias_as_c(const GemmArgs& g, const void* a_lt, const void* b_lt, const void* bias_lt) {
+  if (bias_as_c_logged_.insert({g.n, g.k}).second) {  // once per layer shape, whatever the row count
+    std::ostringstream os;
+    os << "cuBLASLt offers no bias epilogue for gemm m=" << g.m << " n=" << g.n << " k=" << g.k
+       << "; its bias is written into C and added as beta * C (one more pass over C)";
+    log_message(log_warning, os.str());
+  }
+  GemmArgs h = g;
+  h.epilogue = GemmEpilogue::none;
+  h.bias = nullptr;
+  h.beta = 1.0f;
+  Plan plan;
+  build_plan(h, a_lt, b_lt, nullptr, plan);
+  const CachedAlgo& algo = algorithm(h, plan);
+  require(algo, h);
+  kernels::broadcast_row(g.C, ConstAct(bias_lt, g.C.type), g.m, static_cast<int>(g.n), g.ldc, stream_);
+  matmul(h, plan, algo);
+}
+
+void LtGemm::require(const CachedAlgo& algo, const GemmArgs& g) const {
   BERT_CHECK(algo.found, Code::backend, "cuBLASLt has no algorithm for gemm m=", g.m, " n=", g.n,
              " k=", g.k, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
-             " epilogue=", static_cast<int>(g.epilogue), " precision=",
+             " epilogue=", static_cast<int>(g.epilogue), " beta=", g.beta, " precision=",
              static_cast<int>(precision_));
+}
+
+void LtGemm::matmul(const GemmArgs& g, const Plan& plan, const CachedAlgo& algo) {
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, plan.a_ptr, plan.a, plan.b_ptr, plan.b,
                               &g.beta, g.C.data, plan.c, g.C.data, plan.c, &algo.algo, workspace_,
                               kWorkspaceBytes, stream_));

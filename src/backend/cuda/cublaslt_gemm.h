@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -61,7 +62,8 @@ class LtGemm {
   GemmPrecision precision() const { return precision_; }
   // The low-precision weight copy (bf16/fp16 modes only; null otherwise).
   WeightMirror* weights() { return weights_.get(); }
-  // Runs the GEMM; throws Error(backend) when cuBLASLt has no algorithm for it.
+  // Runs the GEMM; throws Error(backend) when cuBLASLt has no algorithm for it. A bias epilogue
+  // cuBLASLt refuses (beta 0, one batch) runs as C = bias rows, then C = A·B + C, with a warning.
   void run(const GemmArgs& args);
   // False when cuBLASLt offers no algorithm for these arguments (used to probe epilogues).
   bool supported(const GemmArgs& args);
@@ -101,6 +103,11 @@ class LtGemm {
   void build_plan(const GemmArgs& args, const void* a_lt, const void* b_lt, const void* bias_lt, Plan& plan) const;
   Key key_of(const GemmArgs& args, const Plan& plan) const;
   const CachedAlgo& algorithm(const GemmArgs& args, const Plan& plan);
+  // Error(backend) naming the GEMM when cuBLASLt offered no algorithm.
+  void require(const CachedAlgo& algo, const GemmArgs& args) const;
+  void matmul(const GemmArgs& args, const Plan& plan, const CachedAlgo& algo);
+  // The bias epilogue refused: the bias broadcast into C, then beta = 1.
+  void run_bias_as_c(const GemmArgs& args, const void* a_lt, const void* b_lt, const void* bias_lt);
 
   GemmPrecision precision_;
   DeviceMemory& memory_;
@@ -118,6 +125,7 @@ class LtGemm {
   int staged_count_ = 0;
   std::unique_ptr<WeightMirror> weights_;
   std::map<Key, CachedAlgo> cache_;
+  std::set<std::pair<int64_t, int64_t>> bias_as_c_logged_;  // (n, k) of refused bias epilogues warned about
 };
 
 }  // namespace bert
