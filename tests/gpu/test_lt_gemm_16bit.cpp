@@ -154,22 +154,26 @@ TEST_P(LtGemm16, ABiasEpilogueCuBlasLtRefusesIsAddedAsC) {
     return download16(g.C, M * n);
   };
   const std::vector<float> fused = run_on(*gemm);
+  // The refusal and the warnings' capture, for the second LtGemm only (undone on any exit).
+  struct Refusal {
+    explicit Refusal(std::vector<std::string>& warnings) {
+      set_log_sink([&warnings](int level, const char* message) {
+        if (level == log_warning) warnings.emplace_back(message);
+      });
+      setenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE", "1", 1);
+    }
+    ~Refusal() {
+      unsetenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE");
+      set_log_sink(nullptr);
+    }
+  };
   std::vector<std::string> warnings;
-  set_log_sink([&](int level, const char* message) {
-    if (level == log_warning) warnings.emplace_back(message);
-  });
-  setenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE", "1", 1);
   std::vector<float> as_c;
-  try {
+  {
+    const Refusal refusal(warnings);
     LtGemm refused(GetParam(), *memory, stream);
     as_c = run_on(refused);
-  } catch (...) {
-    unsetenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE");
-    set_log_sink(nullptr);
-    throw;
   }
-  unsetenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE");
-  set_log_sink(nullptr);
   std::vector<double> expected(M * n);
   for (int64_t i = 0; i < M; ++i)
     for (int j = 0; j < n; ++j) {
