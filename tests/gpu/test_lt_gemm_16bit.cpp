@@ -36,6 +36,25 @@ constexpr int K = 64, N = 40;
 
 double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
+// While it lives, the emulated cuBLASLt refuses what `what` names (BERT_EMU_LT_REFUSE: bias_epilogue
+// or all; a GPU ignores it) and warnings are collected into *warnings when given; undone on any exit.
+struct Refusal {
+  Refusal(const char* what, std::vector<std::string>* warnings) {
+    if (warnings != nullptr) {
+      set_log_sink([warnings](int level, const char* message) {
+        if (level == log_warning) warnings->emplace_back(message);
+      });
+    }
+    setenv("BERT_EMU_LT_REFUSE", what, 1);
+  }
+  ~Refusal() {
+    unsetenv("BERT_EMU_LT_REFUSE");
+    set_log_sink(nullptr);
+  }
+  Refusal(const Refusal&) = delete;
+  Refusal& operator=(const Refusal&) = delete;
+};
+
 class LtGemm16 : public ::testing::TestWithParam<GemmPrecision> {
  protected:
   void SetUp() override {
@@ -137,7 +156,7 @@ TEST_P(LtGemm16, LinearForwardWrites16BitOutputs) {
 }
 
 // The NSP head's shape (N = 2) with a bias. In the emulation a second LtGemm runs it with the bias
-// epilogue refused (BERT_EMU_LT_REFUSE_BIAS_EPILOGUE): the bias is written into C and added with
+// epilogue refused (BERT_EMU_LT_REFUSE=bias_epilogue): the bias is written into C and added with
 // beta = 1, once, with a warning, bitwise equal to the epilogue (both round acc + bias once). On a
 // GPU the variable changes nothing, and both runs check the epilogue at this shape.
 TEST_P(LtGemm16, ABiasEpilogueCuBlasLtRefusesIsAddedAsC) {
@@ -154,23 +173,10 @@ TEST_P(LtGemm16, ABiasEpilogueCuBlasLtRefusesIsAddedAsC) {
     return download16(g.C, M * n);
   };
   const std::vector<float> fused = run_on(*gemm);
-  // The refusal and the warnings' capture, for the second LtGemm only (undone on any exit).
-  struct Refusal {
-    explicit Refusal(std::vector<std::string>& warnings) {
-      set_log_sink([&warnings](int level, const char* message) {
-        if (level == log_warning) warnings.emplace_back(message);
-      });
-      setenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE", "1", 1);
-    }
-    ~Refusal() {
-      unsetenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE");
-      set_log_sink(nullptr);
-    }
-  };
   std::vector<std::string> warnings;
   std::vector<float> as_c;
   {
-    const Refusal refusal(warnings);
+    const Refusal refusal("bias_epilogue", &warnings);
     LtGemm refused(GetParam(), *memory, stream);
     as_c = run_on(refused);
   }
@@ -193,6 +199,20 @@ TEST_P(LtGemm16, ABiasEpilogueCuBlasLtRefusesIsAddedAsC) {
 #ifdef BERT_KERNEL_EMULATION
   EXPECT_EQ(warnings.size(), 1u) << "the emulation refused the epilogue, so the fallback ran";
 #endif
+}
+
+// When cuBLASLt refuses the bias-as-C GEMM too (the emulation refusing every GEMM), the run fails
+// with Error(backend) naming that GEMM. Only the emulation can arrange the refusal.
+TEST_P(LtGemm16, AGemmCuBlasLtHasNoAlgorithmForFailsNamingIt) {
+#ifndef BERT_KERNEL_EMULATION
+  GTEST_SKIP() << "only the emulated cuBLASLt can be made to refuse a GEMM";
+#endif
+  const GemmArgs g = linear(upload16(std::vector<float>(M * K, 1.0f)), upload32(std::vector<float>(2 * K, 1.0f)),
+                            upload16(std::vector<float>(M * 2, 0.0f)), 2, upload32(std::vector<float>(2, 1.0f)));
+  const Refusal refusal("all", nullptr);
+  LtGemm refused(GetParam(), *memory, stream);
+  expect_error([&] { refused.run(g); }, Code::backend,
+               {"cuBLASLt has no algorithm for gemm m=37 n=2 k=64 batch=1 trans_a=0 trans_b=1 epilogue=0 beta=1"});
 }
 
 // dW [N, K] += dpre [M, N]^T · in [M, K] with both operands 16-bit: fp32 accumulation into fp32.

@@ -9,7 +9,7 @@
 // matrix touched must lie inside one cudaMalloc allocation, which catches wrong ld/stride/shape.
 // Each call adds the bytes its layouts describe to the emulator's traffic counters. The product
 // is stream work (cuda_emu::enqueue), so a capturing stream records it for graph launches.
-// BERT_EMU_LT_REFUSE_BIAS_EPILOGUE in the environment makes the heuristic refuse the BIAS epilogue.
+// BERT_EMU_LT_REFUSE in the environment makes the heuristic refuse the BIAS epilogue or every GEMM.
 #include <cublasLt.h>
 
 #include <Eigen/Dense>
@@ -209,10 +209,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (!shapes_agree(dd, *reinterpret_cast<Layout*>(a), *reinterpret_cast<Layout*>(b), lc) ||
       std::memcmp(&lc, &ld, sizeof(Layout)) != 0)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  // With BERT_EMU_LT_REFUSE_BIAS_EPILOGUE set, no bias epilogue is offered, as a cuBLASLt
-  // without one for a shape answers (for tests of LtGemm's fallback).
-  if (dd.epilogue == CUBLASLT_EPILOGUE_BIAS && std::getenv("BERT_EMU_LT_REFUSE_BIAS_EPILOGUE") != nullptr)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+  // BERT_EMU_LT_REFUSE=bias_epilogue: no algorithm with the bias epilogue, as a cuBLASLt without
+  // one for a shape answers; =all: none for any GEMM (tests of LtGemm's fallback and its error).
+  if (const char* refuse = std::getenv("BERT_EMU_LT_REFUSE")) {
+    if (std::strcmp(refuse, "all") == 0 ||
+        (std::strcmp(refuse, "bias_epilogue") == 0 && dd.epilogue == CUBLASLT_EPILOGUE_BIAS))
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].state = CUBLAS_STATUS_SUCCESS;
   *count = 1;
