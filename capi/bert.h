@@ -350,10 +350,14 @@ BERT_API bert_status bert_checkpoint_load(bert_session* session, const char* pat
  * fine-tuning or continued pretraining. Optimizer state, step and data position are kept.
  * train.init_checkpoint does this at session creation. */
 BERT_API bert_status bert_checkpoint_load_weights(bert_session* session, const char* path);
-/* Resumes from the newest checkpoint in dir (NULL: checkpoint.dir) that passes verification,
- * skipping corrupt or partial ones with a warning; only checkpoints of the run that wrote the
- * directory's most recent checkpoint are considered (others are named in a warning). *step receives the resumed step, or -1 when
- * there is no valid checkpoint (still BERT_OK). */
+/* Resumes from the newest checkpoint in dir (NULL: checkpoint.dir) that passes verification;
+ * only checkpoints of the run that wrote the directory's most recent checkpoint are considered
+ * (others are named in a warning), and partial files of interrupted writes are removed. *step
+ * receives the resumed step, or -1 when dir holds no checkpoint (BERT_OK). If checkpoints newer
+ * than the one it would resume (or all of them) fail verification, it returns
+ * BERT_ERR_CHECKPOINT naming each file and why, with the session and the files unchanged (a
+ * resumed run would write over them); with checkpoint.discard_invalid it renames each to
+ * <name>.invalid and resumes from the newest valid one (or returns -1 when there is none). */
 BERT_API bert_status bert_checkpoint_resume(bert_session* session, const char* dir, int64_t* step);
 
 /* ---- parameters (Hugging Face BertForPreTraining names and shapes) --------------------- */

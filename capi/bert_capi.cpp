@@ -366,7 +366,15 @@ bert_status bert_output_size(const bert_session* session, bert_output what, int3
       bert::fail(bert::Code::invalid_argument, "batch_size ", batch_size, " and seq_length ", seq_length,
                  " must be positive");
     }
-    *count = static_cast<size_t>(session->impl->model().output_elems(output, batch_size, seq_length));
+    const int max_seq = session->impl->config().data.max_seq_length;
+    if (seq_length > max_seq) {  // bert_infer refuses such a batch
+      bert::fail(bert::Code::invalid_argument, "seq_length ", seq_length, " exceeds data.max_seq_length ", max_seq);
+    }
+    const int64_t elems = session->impl->model().output_elems(output, batch_size, seq_length);
+    if (static_cast<uint64_t>(elems) > SIZE_MAX / sizeof(float)) {
+      bert::fail(bert::Code::invalid_argument, "an output of ", elems, " floats does not fit in memory");
+    }
+    *count = static_cast<size_t>(elems);
   });
 }
 

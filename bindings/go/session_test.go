@@ -277,12 +277,20 @@ func TestLogCallback(t *testing.T) {
 		lines = append(lines, message)
 	})
 	defer SetLogCallback(nil)
-	// Resuming from a directory with a corrupt checkpoint logs a warning naming it.
+	// Resuming from a directory with a corrupt checkpoint is refused; with
+	// checkpoint.discard_invalid it is set aside with a warning naming it.
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "ckpt_5.h5"), []byte("not hdf5"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := newTiny(t)
+	if _, err := newTiny(t).Resume(dir); err == nil || !strings.Contains(err.Error(), "ckpt_5.h5") {
+		t.Fatalf("Resume over a corrupt checkpoint: %v", err)
+	}
+	s, err := NewSession(strings.Replace(tiny, `"data":`, `"checkpoint": {"discard_invalid": true}, "data":`, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	step, err := s.Resume(dir)
 	if err != nil || step != -1 {
 		t.Fatalf("Resume = %d, %v", step, err)

@@ -1,5 +1,6 @@
-// Checkpoint file writing and reading with the HDF5 C API. Files are assembled in memory and
-// written with plain POSIX calls, so a full disk gives a clean error and no half-written file.
+// Checkpoint file writing and reading with the HDF5 C API. A file is written by HDF5 to a
+// temporary name, tensors straight from their views, then sealed, fsynced and renamed: a full
+// disk gives a clean error and leaves no file behind.
 #include "ckpt/checkpoint.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "ckpt/checkpoint_seal.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/hdf5_check.h"
 
@@ -65,7 +67,90 @@ int64_t read_int_attr(hid_t obj, const char* name, const std::string& file) {
   return value;
 }
 
-void write_tensor(hid_t group, const std::string& name, const CheckpointTensor& t, const std::string& file) {
+// Metadata of format 3: a scalar fixed-length string dataset (no size limit, unlike an attribute).
+void write_string_dataset(hid_t group, const char* name, const std::string& value, const std::string& file) {
+  Hdf5Id type(H5_CHECK(H5Tcopy(H5T_C_S1), Code::io, file), H5Tclose);
+  H5_CHECK(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), Code::io, file);
+  Hdf5Id space(H5_CHECK(H5Screate(H5S_SCALAR), Code::io, file), H5Sclose);
+  Hdf5Id set(H5_CHECK(H5Dcreate2(group, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                      Code::io, file),
+             H5Dclose);
+  H5_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.empty() ? "" : value.c_str()),
+           Code::io, file);
+}
+
+constexpr size_t kMaxMetadataBytes = size_t{1} << 30;
+
+std::string read_string_dataset(hid_t file_id, const std::string& name, const std::string& file) {
+  if (H5Lexists(file_id, "metadata", H5P_DEFAULT) <= 0 || H5Lexists(file_id, name.c_str(), H5P_DEFAULT) <= 0) {
+    fail(Code::checkpoint, "checkpoint '", file, "' has no dataset '", name, "'");
+  }
+  Hdf5Id set(H5_CHECK(H5Dopen2(file_id, name.c_str(), H5P_DEFAULT), Code::checkpoint, file), H5Dclose);
+  Hdf5Id type(H5_CHECK(H5Dget_type(set.get()), Code::checkpoint, file), H5Tclose);
+  Hdf5Id space(H5_CHECK(H5Dget_space(set.get()), Code::checkpoint, file), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0 ||
+      H5Sget_simple_extent_type(space.get()) != H5S_SCALAR || H5Tget_size(type.get()) > kMaxMetadataBytes) {
+    fail(Code::checkpoint, "checkpoint '", file, "' dataset '", name, "' is not a scalar fixed-length string");
+  }
+  std::string value(H5Tget_size(type.get()), '\0');
+  H5_CHECK(H5Dread(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()), Code::checkpoint, file);
+  value.resize(std::strlen(value.c_str()));
+  return value;
+}
+
+// A metadata text (config, state, index): a dataset under /metadata from format 3 on, an
+// attribute of the root group before.
+std::string read_metadata(hid_t file_id, int format_version, const char* name, const std::string& file) {
+  if (format_version >= 3) return read_string_dataset(file_id, std::string("metadata/") + name, file);
+  return read_string_attr(file_id, name, file);
+}
+
+// The format-3 checksum: CRC-32C over the metadata texts (each after its uint64 length), then
+// every tensor's name, int64 shape and float32 bytes, in name order within each group.
+uint32_t mix_text(uint32_t crc, const std::string& text) {
+  const uint64_t size = text.size();
+  crc = crc32c_extend(crc, &size, sizeof size);
+  return crc32c_extend(crc, text.data(), text.size());
+}
+
+int64_t elems_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+uint32_t mix_tensor(uint32_t crc, const std::string& name, const TensorView& t) {
+  crc = crc32c_extend(crc, name.data(), name.size());
+  crc = crc32c_extend(crc, t.shape.data(), t.shape.size() * sizeof(int64_t));
+  return crc32c_extend(crc, t.values, static_cast<size_t>(elems_of(t.shape)) * sizeof(float));
+}
+
+// Formats 1 and 2: FNV-1a 64 over the same bytes (format 1: no metadata).
+uint64_t fnv1a_checksum(const std::vector<std::string>& metadata, const std::vector<const TensorViews*>& groups) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const std::string& text : metadata) {
+    const uint64_t size = text.size();
+    mix(&size, sizeof size);
+    mix(text.data(), text.size());
+  }
+  for (const TensorViews* group : groups) {
+    for (const auto& [name, t] : *group) {
+      mix(name.data(), name.size());
+      mix(t.shape.data(), t.shape.size() * sizeof(int64_t));
+      mix(t.values, static_cast<size_t>(elems_of(t.shape)) * sizeof(float));
+    }
+  }
+  return h;
+}
+
+// A contiguous float32 dataset written from the view's memory (no conversion, so HDF5 writes
+// it straight from there). Returns the checksum extended over it.
+uint32_t write_tensor(hid_t group, const std::string& name, const TensorView& t, const std::string& file,
+                      uint32_t crc) {
   std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
   Hdf5Id space(H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), Code::io, file),
                H5Sclose);
@@ -73,7 +158,8 @@ void write_tensor(hid_t group, const std::string& name, const CheckpointTensor& 
                                  H5P_DEFAULT),
                       Code::io, file),
              H5Dclose);
-  H5_CHECK(H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), Code::io, file);
+  H5_CHECK(H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.values), Code::io, file);
+  return mix_tensor(crc, name, t);
 }
 
 struct GroupListing {
@@ -108,35 +194,11 @@ CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::st
   return t;
 }
 
-// FNV-1a 64 over the metadata attributes as stored (each length-prefixed; empty for format 1,
-// whose checksum covered tensors only), then every tensor's name, shape and bytes, in name order
-// within each group.
-uint64_t checksum(const CheckpointContents& c, const std::vector<std::string>& metadata) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* data, size_t n) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
-  for (const std::string& text : metadata) {
-    const uint64_t size = text.size();
-    mix(&size, sizeof size);
-    mix(text.data(), text.size());
-  }
-  for (const TensorMap* group : {&c.model, &c.exp_avg, &c.exp_avg_sq}) {
-    for (const auto& [name, t] : *group) {
-      mix(name.data(), name.size());
-      mix(t.shape.data(), t.shape.size() * sizeof(int64_t));
-      mix(t.data.data(), t.data.size() * sizeof(float));
-    }
-  }
-  return h;
-}
-
-// Names of every tensor per group, written beside the checksum so a missing one is named.
-nlohmann::json tensor_index(const CheckpointContents& c) {
+// Names and shapes of every tensor per group, written beside the checksum so a missing one is named.
+nlohmann::json tensor_index(const TensorViews& model, const TensorViews& exp_avg, const TensorViews& exp_avg_sq) {
   nlohmann::json index = nlohmann::json::object();
-  const std::pair<const char*, const TensorMap*> groups[] = {
-      {"model", &c.model}, {"exp_avg", &c.exp_avg}, {"exp_avg_sq", &c.exp_avg_sq}};
+  const std::pair<const char*, const TensorViews*> groups[] = {
+      {"model", &model}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}};
   for (const auto& [group, tensors] : groups) {
     nlohmann::json names = nlohmann::json::object();
     for (const auto& [name, t] : *tensors) names[name] = t.shape;
@@ -145,9 +207,11 @@ nlohmann::json tensor_index(const CheckpointContents& c) {
   return index;
 }
 
-void write_group(hid_t parent, const char* name, const TensorMap& tensors, const std::string& file) {
+uint32_t write_group(hid_t parent, const char* name, const TensorViews& tensors, const std::string& file,
+                     uint32_t crc) {
   Hdf5Id group(H5_CHECK(H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, file), H5Gclose);
-  for (const auto& [tensor_name, tensor] : tensors) write_tensor(group.get(), tensor_name, tensor, file);
+  for (const auto& [tensor_name, tensor] : tensors) crc = write_tensor(group.get(), tensor_name, tensor, file, crc);
+  return crc;
 }
 
 TensorMap read_group(hid_t parent, const char* name, const std::string& file) {
@@ -166,6 +230,74 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// Writes the HDF5 file `tmp` (sec2 driver, userblock left zero for the seal): metadata datasets
+// and attributes, then every tensor straight from its view, the checksum attribute last.
+void write_hdf5(const std::string& tmp, const CheckpointSource& c, uint64_t userblock) {
+  Hdf5Id fcpl(H5_CHECK(H5Pcreate(H5P_FILE_CREATE), Code::io, tmp), H5Pclose);
+  H5_CHECK(H5Pset_userblock(fcpl.get(), userblock), Code::io, tmp);
+  Hdf5Id file(H5_CHECK(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT), Code::io, tmp), H5Fclose);
+  const std::string state = c.state.dump(), index = tensor_index(c.model, c.exp_avg, c.exp_avg_sq).dump();
+  write_int_attr(file.get(), "format_version", kCheckpointFormatVersion, tmp);
+  write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, tmp);
+  {
+    Hdf5Id meta(H5_CHECK(H5Gcreate2(file.get(), "metadata", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
+                H5Gclose);
+    write_string_dataset(meta.get(), "config", c.config_json, tmp);
+    write_string_dataset(meta.get(), "state", state, tmp);
+    write_string_dataset(meta.get(), "index", index, tmp);
+  }
+  uint32_t sum = 0;
+  for (const std::string& text : {std::string(BERT_VERSION_STRING), c.config_json, state, index}) {
+    sum = mix_text(sum, text);
+  }
+  sum = write_group(file.get(), "model", c.model, tmp, sum);
+  if (!c.exp_avg.empty()) {
+    Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
+               H5Gclose);
+    sum = write_group(opt.get(), "exp_avg", c.exp_avg, tmp, sum);
+    sum = write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp, sum);
+  }
+  write_string_attr(file.get(), "checksum", std::to_string(sum), tmp);
+  H5_CHECK(H5Fclose(file.release()), Code::io, tmp);
+}
+
+// An upper bound of the file's size: the userblock, the tensors' bytes, the metadata texts
+// (with the index, about 100 bytes per tensor) and HDF5's own metadata (under 1 KB per dataset).
+uint64_t estimated_bytes(const CheckpointSource& c, uint64_t userblock) {
+  uint64_t bytes = userblock + (uint64_t{1} << 20) + c.config_json.size() + 2 * c.state.dump().size();
+  for (const TensorViews* group : {&c.model, &c.exp_avg, &c.exp_avg_sq}) {
+    for (const auto& [name, t] : *group) {
+      bytes += static_cast<uint64_t>(elems_of(t.shape)) * sizeof(float) + 4096 + 2 * name.size();
+    }
+  }
+  return bytes;
+}
+
+// Creates `path` with `bytes` allocated (posix_fallocate), then removes it: the space is free for
+// the file HDF5 writes in its place. Error(io) naming the path and the OS reason.
+void reserve_space(const std::string& path, uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) fail(Code::io, "cannot create '", path, "': ", std::strerror(errno));
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  ::close(fd);
+  std::remove(path.c_str());
+  if (rc != 0) fail(Code::io, "cannot write '", path, "': ", bytes, " bytes could not be allocated: ", std::strerror(rc));
+}
+
+// Seals `tmp` (its userblock) and fsyncs it. Error(io) on any failure.
+void seal_and_sync(const std::string& tmp, uint64_t userblock, const nlohmann::json& summary) {
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fail(Code::io, "cannot open '", tmp, "': ", std::strerror(errno));
+  try {
+    seal_file(fd, userblock, summary, tmp);
+    if (::fsync(fd) != 0) fail(Code::io, "fsync of '", tmp, "' failed: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) fail(Code::io, "closing '", tmp, "' failed: ", std::strerror(errno));
+}
+
 }  // namespace
 
 void check_writable_dir(const std::string& dir) {
@@ -174,79 +306,27 @@ void check_writable_dir(const std::string& dir) {
   if (::access(dir.c_str(), W_OK) != 0) fail(Code::io, "directory '", dir, "' is not writable: ", std::strerror(errno));
 }
 
-// Builds the whole HDF5 file in memory (HDF5's core driver, no backing store): nothing
-// HDF5 does can then fail for lack of disk space and leave a half-closed file behind. Its first
-// `userblock` bytes are zero, for the seal.
-std::vector<char> hdf5_image(const CheckpointContents& c, const std::string& name, uint64_t userblock) {
-  Hdf5Id fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), Code::io, name), H5Pclose);
-  H5_CHECK(H5Pset_fapl_core(fapl.get(), 64 << 20, 0), Code::io, name);
-  Hdf5Id fcpl(H5_CHECK(H5Pcreate(H5P_FILE_CREATE), Code::io, name), H5Pclose);
-  H5_CHECK(H5Pset_userblock(fcpl.get(), userblock), Code::io, name);
-  Hdf5Id file(H5_CHECK(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), Code::io, name), H5Fclose);
-  const std::string state = c.state.dump(), index = tensor_index(c).dump();
-  write_int_attr(file.get(), "format_version", kCheckpointFormatVersion, name);
-  write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, name);
-  write_string_attr(file.get(), "config", c.config_json, name);
-  write_string_attr(file.get(), "state", state, name);
-  write_string_attr(file.get(), "index", index, name);
-  const uint64_t sum = checksum(c, {BERT_VERSION_STRING, c.config_json, state, index});
-  write_string_attr(file.get(), "checksum", std::to_string(sum), name);
-  write_group(file.get(), "model", c.model, name);
-  if (c.has_optimizer()) {
-    Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, name),
-               H5Gclose);
-    write_group(opt.get(), "exp_avg", c.exp_avg, name);
-    write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, name);
-  }
-  H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), Code::io, name);
-  // The image HDF5 returns starts after the userblock.
-  const ssize_t size = H5_CHECK(H5Fget_file_image(file.get(), nullptr, 0), Code::io, name);
-  std::vector<char> image(userblock + static_cast<size_t>(size));
-  H5_CHECK(H5Fget_file_image(file.get(), image.data() + userblock, static_cast<size_t>(size)), Code::io, name);
-  return image;
-}
-
-// Writes bytes to a new file and fsyncs it; Error(io) with the OS reason on any failure.
-void write_file_synced(const std::string& path, const std::vector<char>& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(Code::io, "cannot create '", path, "': ", std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      fail(Code::io, "writing '", path, "' failed after ", done, " of ", bytes.size(), " bytes: ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(Code::io, "fsync of '", path, "' failed: ", std::strerror(err));
-  }
-  if (::close(fd) != 0) fail(Code::io, "closing '", path, "' failed: ", std::strerror(errno));
-}
-
-void write_checkpoint(const std::string& path, const CheckpointContents& c) {
+void write_checkpoint(const std::string& path, const CheckpointSource& source) {
   const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   try {
     check_writable_dir(dir.string());
   } catch (const Error& e) {
     fail(Code::io, "cannot write checkpoint '", path, "': ", e.what());
   }
-  const nlohmann::json summary = seal_summary(c.state);
+  const nlohmann::json summary = seal_summary(source.state);
   const uint64_t userblock = seal_size(summary);
-  std::vector<char> image;
-  {
-    Hdf5Silence silence;
-    image = hdf5_image(c, path, userblock);
-  }
-  seal_image(image, userblock, summary);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::remove(tmp.c_str());  // left by an earlier process with this pid
   try {
-    write_file_synced(tmp, image);
+    // HDF5 1.10 cannot recover from a failed write: the half-closed file crashes the process at
+    // exit. So the space is reserved first, by plain POSIX calls that fail cleanly (full disk,
+    // file size limit); HDF5 then writes where that space was, and the estimate leaves room.
+    reserve_space(tmp, estimated_bytes(source, userblock));
+    {
+      Hdf5Silence silence;
+      write_hdf5(tmp, source, userblock);
+    }
+    seal_and_sync(tmp, userblock, summary);
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       fail(Code::io, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
     }
@@ -255,6 +335,11 @@ void write_checkpoint(const std::string& path, const CheckpointContents& c) {
     std::remove(tmp.c_str());
     throw;
   }
+}
+
+void write_checkpoint(const std::string& path, const CheckpointContents& c) {
+  write_checkpoint(path, CheckpointSource{c.config_json, c.state, tensor_views(c.model), tensor_views(c.exp_avg),
+                                          tensor_views(c.exp_avg_sq)});
 }
 
 namespace {
@@ -277,10 +362,11 @@ nlohmann::json read_checkpoint_summary(const std::string& path) {
   if (std::optional<CheckpointSeal> seal = read_seal(path, false)) return seal->summary;
   Hdf5Silence silence;
   Hdf5Id file = open_hdf5(path);
+  const int format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
   try {
-    return nlohmann::json::parse(read_string_attr(file.get(), "state", path));
+    return nlohmann::json::parse(read_metadata(file.get(), format_version, "state", path));
   } catch (const nlohmann::json::exception& e) {
-    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state' attribute: ", e.what());
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state': ", e.what());
   }
 }
 
@@ -291,21 +377,19 @@ CheckpointContents read_checkpoint(const std::string& path) {
   Hdf5Silence silence;
   Hdf5Id file = open_hdf5(path);
   c.format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
-  if (c.format_version != kCheckpointFormatVersion && c.format_version != kTensorChecksumFormatVersion) {
+  if (c.format_version < kTensorChecksumFormatVersion || c.format_version > kCheckpointFormatVersion) {
     fail(Code::checkpoint, "checkpoint '", path, "' has format version ", c.format_version, "; this engine reads ",
-         kTensorChecksumFormatVersion, " and ", kCheckpointFormatVersion);
+         kTensorChecksumFormatVersion, " to ", kCheckpointFormatVersion);
   }
   c.engine_version = read_string_attr(file.get(), "engine_version", path);
-  c.config_json = read_string_attr(file.get(), "config", path);
-  const std::string state = read_string_attr(file.get(), "state", path);
-  const std::string index_text = read_string_attr(file.get(), "index", path);
+  c.config_json = read_metadata(file.get(), c.format_version, "config", path);
+  const std::string state = read_metadata(file.get(), c.format_version, "state", path);
+  const std::string index_text = read_metadata(file.get(), c.format_version, "index", path);
   const std::string stored_checksum = read_string_attr(file.get(), "checksum", path);
-  std::vector<std::string> metadata;
-  if (c.format_version != kTensorChecksumFormatVersion) metadata = {c.engine_version, c.config_json, state, index_text};
   try {
     c.state = nlohmann::json::parse(state);
   } catch (const nlohmann::json::exception& e) {
-    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state' attribute: ", e.what());
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state': ", e.what());
   }
   if (H5Lexists(file.get(), "model", H5P_DEFAULT) <= 0) fail(Code::checkpoint, "checkpoint '", path, "' has no /model group");
   c.model = read_group(file.get(), "model", path);
@@ -318,24 +402,53 @@ CheckpointContents read_checkpoint(const std::string& path) {
   try {
     index = nlohmann::json::parse(index_text);
   } catch (const nlohmann::json::exception& e) {
-    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index' attribute: ", e.what());
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index': ", e.what());
   }
-  const nlohmann::json found = tensor_index(c);
+  const TensorViews model = tensor_views(c.model), exp_avg = tensor_views(c.exp_avg),
+                    exp_avg_sq = tensor_views(c.exp_avg_sq);
+  const nlohmann::json found = tensor_index(model, exp_avg, exp_avg_sq);
   for (const char* group : {"model", "exp_avg", "exp_avg_sq"}) {
-    const nlohmann::json listed = index.value(group, nlohmann::json::object());
+    const nlohmann::json listed = index.is_object() ? index.value(group, nlohmann::json::object())
+                                                    : nlohmann::json::object();
     for (const auto& [name, shape] : listed.items()) {
       if (!found[group].contains(name)) {
         fail(Code::checkpoint, "checkpoint '", path, "' is missing ", group, " tensor '", name, "'");
       }
     }
   }
-  const uint64_t computed = checksum(c, metadata);
-  if (std::to_string(computed) != stored_checksum) {
+  const std::vector<std::string> metadata = {c.engine_version, c.config_json, state, index_text};
+  std::string computed;
+  if (c.format_version == kCheckpointFormatVersion) {
+    uint32_t crc = 0;
+    for (const std::string& text : metadata) crc = mix_text(crc, text);
+    for (const TensorViews* group : {&model, &exp_avg, &exp_avg_sq}) {
+      for (const auto& [name, t] : *group) crc = mix_tensor(crc, name, t);
+    }
+    computed = std::to_string(crc);
+  } else {
+    const bool with_metadata = c.format_version == kAttributeMetadataFormatVersion;
+    computed = std::to_string(fnv1a_checksum(with_metadata ? metadata : std::vector<std::string>{},
+                                             {&model, &exp_avg, &exp_avg_sq}));
+  }
+  if (computed != stored_checksum) {
     fail(Code::checkpoint, "checkpoint '", path, "' fails its checksum (stored ", stored_checksum, ", computed ",
-         computed, "): its ", metadata.empty() ? "tensor data" : "tensor data or metadata (state, config)",
+         computed, "): its ",
+         c.format_version == kTensorChecksumFormatVersion ? "tensor data" : "tensor data or metadata (state, config)",
          " is corrupt or was edited");
   }
   return c;
+}
+
+TensorViews tensor_views(const ParamTable& table, const float* flat) {
+  TensorViews out;
+  for (const ParamEntry& e : table.entries) out[e.name] = {e.shape, flat + e.offset};
+  return out;
+}
+
+TensorViews tensor_views(const TensorMap& tensors) {
+  TensorViews out;
+  for (const auto& [name, t] : tensors) out[name] = {t.shape, t.data.data()};
+  return out;
 }
 
 TensorMap tensors_of(const ParamTable& table, const float* flat) {

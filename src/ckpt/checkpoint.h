@@ -1,11 +1,16 @@
 // Checkpoint files: one HDF5 file holding the whole training state — fp32 master weights under
-// /model/<Hugging Face name>, Adam moments under /optimizer/exp_avg|exp_avg_sq/<name>, and a
-// JSON "state" attribute (global step, phase, optimizer steps, dropout stream, loss scale, every
-// rank's data cursor), the config, format and engine versions, and a checksum over all of it
-// (every attribute and tensor) that reading verifies. In front of the HDF5 data, a seal (an HDF5
-// userblock, checkpoint_seal.h) holds the CRC-32C and length of the whole file, checked before
-// HDF5 parses it. Writes go to a temporary name in the same directory, are fsynced
-// and renamed (and the directory fsynced), so a checkpoint is either whole or absent.
+// /model/<Hugging Face name>, Adam moments under /optimizer/exp_avg|exp_avg_sq/<name>, and
+// metadata: /metadata/state (JSON: global step, phase, optimizer steps, dropout stream, loss
+// scale, every rank's data cursor), /metadata/config (the session config), /metadata/index (every
+// tensor's name and shape), each a scalar fixed-length string dataset (datasets, not attributes:
+// HDF5 refuses attributes above 64 KB, and BERT-large's index alone is 69 KB), plus small
+// attributes format_version, engine_version and checksum (CRC-32C over the metadata and every
+// tensor, which reading verifies). In front of the HDF5 data, a seal (an HDF5 userblock,
+// checkpoint_seal.h) holds the CRC-32C and length of the whole file, checked before HDF5 parses
+// it. Tensors are written straight from where they live (no copy of the state in memory) to a
+// temporary name in the same directory, fsynced and renamed (and the directory fsynced), so a
+// checkpoint is either whole or absent. Formats 1 and 2 (metadata in attributes, an FNV-1a 64
+// checksum) are still read.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +23,10 @@
 
 namespace bert {
 
-constexpr int kCheckpointFormatVersion = 2;
-// Format 1 (still read): the same layout, its checksum covering the tensors only.
+constexpr int kCheckpointFormatVersion = 3;
+// Still read: format 2 (config, state and index as string attributes of the root group, the
+// checksum an FNV-1a 64 over the same bytes) and format 1 (as 2, its checksum over tensors only).
+constexpr int kAttributeMetadataFormatVersion = 2;
 constexpr int kTensorChecksumFormatVersion = 1;
 
 struct CheckpointTensor {
@@ -40,7 +47,24 @@ struct CheckpointContents {
   bool has_optimizer() const { return !exp_avg.empty(); }
 };
 
-// Writes atomically. Throws Error(io) and removes the temporary file on any failure.
+// Tensors to write, borrowed from wherever they live (a session's host buffers, a TensorMap).
+struct TensorView {
+  std::vector<int64_t> shape;
+  const float* values = nullptr;
+};
+using TensorViews = std::map<std::string, TensorView>;  // HF name -> tensor
+
+struct CheckpointSource {
+  std::string config_json;
+  nlohmann::json state = nlohmann::json::object();
+  TensorViews model;
+  TensorViews exp_avg, exp_avg_sq;  // empty: a weights-only file
+};
+
+// Writes atomically, streaming each tensor from its views. Throws Error(io) and removes the
+// temporary file on any failure.
+void write_checkpoint(const std::string& path, const CheckpointSource& source);
+// The same, for tensors held in a CheckpointContents.
 void write_checkpoint(const std::string& path, const CheckpointContents& contents);
 // Reads and verifies the whole file (seal, format version, checksum). Throws Error(io) if the file
 // is missing or unreadable, Error(checkpoint) if it is malformed, truncated or corrupt.
@@ -55,6 +79,9 @@ void check_writable_dir(const std::string& dir);
 
 // Host copies of tensors of a flat buffer in HF shapes (word embeddings: vocab_size rows).
 TensorMap tensors_of(const ParamTable& table, const float* flat_host);
+// Views of the same tensors, borrowing `flat_host` (no copy).
+TensorViews tensor_views(const ParamTable& table, const float* flat_host);
+TensorViews tensor_views(const TensorMap& tensors);
 // The reverse: every name and shape is verified before anything is written to `flat_host`
 // (all-or-nothing); `what` names the group in messages ("model", "optimizer exp_avg").
 void load_tensors(const ParamTable& table, const TensorMap& tensors, const std::string& path,

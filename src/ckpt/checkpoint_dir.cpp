@@ -77,6 +77,15 @@ std::vector<std::string> apply_retention(const std::string& dir, const std::stri
   return deleted;
 }
 
+std::string set_aside(const std::string& path) {
+  std::string target = path + ".invalid";
+  std::error_code ec;
+  for (int n = 2; fs::exists(target, ec); ++n) target = path + ".invalid." + std::to_string(n);
+  fs::rename(path, target, ec);
+  if (ec) fail(Code::io, "cannot rename '", path, "' to '", target, "': ", ec.message());
+  return target;
+}
+
 std::vector<std::string> remove_partial_checkpoints(const std::string& dir) {
   static const std::regex name(".+\\.h5\\.tmp\\.[0-9]+");
   std::vector<std::string> removed;

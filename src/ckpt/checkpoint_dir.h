@@ -36,6 +36,10 @@ std::string owning_run(const std::vector<RunCheckpoint>& checkpoints);
 std::vector<std::string> apply_retention(const std::string& dir, const std::string& run_id, int keep,
                                          int64_t keep_every);
 
+// Renames a checkpoint that failed verification to <path>.invalid (<path>.invalid.2, ... if that
+// exists), out of the listing, so that nothing writes over it. Returns the new path; Error(io).
+std::string set_aside(const std::string& path);
+
 // Deletes temporary files (<name>.h5.tmp.<pid>) that an interrupted write left behind.
 std::vector<std::string> remove_partial_checkpoints(const std::string& dir);
 

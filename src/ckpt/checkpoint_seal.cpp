@@ -1,5 +1,6 @@
-// Checkpoint seals (see checkpoint_seal.h): written into the in-memory HDF5 image before the
-// atomic write; read with plain POSIX calls, so nothing of HDF5 runs on an unchecked file.
+// Checkpoint seals (see checkpoint_seal.h): written into the HDF5 file's userblock once HDF5 has
+// closed it, before the atomic rename; read with plain POSIX calls, so nothing of HDF5 runs on an
+// unchecked file.
 #include "ckpt/checkpoint_seal.h"
 
 #include <fcntl.h>
@@ -43,6 +44,19 @@ void read_at(int fd, char* out, size_t n, uint64_t offset, const std::string& pa
     if (got == 0) fail(Code::checkpoint, "checkpoint '", path, "' is corrupt: it ended while being read (truncated?)");
     done += static_cast<size_t>(got);
   }
+}
+
+// CRC-32C of the file's bytes [begin, end), read in 4 MiB pieces.
+uint32_t crc32c_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
+  uint32_t crc = 0;
+  std::vector<char> buffer(std::min<uint64_t>(4 << 20, end - begin));
+  for (uint64_t at = begin; at < end;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - at));
+    read_at(fd, buffer.data(), n, at, path);
+    crc = crc32c_extend(crc, buffer.data(), n);
+    at += n;
+  }
+  return crc;
 }
 
 std::string header_text(const nlohmann::json& fields) {
@@ -98,17 +112,24 @@ uint64_t seal_size(const nlohmann::json& summary) {
   return size;
 }
 
-void seal_image(std::vector<char>& image, uint64_t userblock, const nlohmann::json& summary) {
-  BERT_CHECK(image.size() >= userblock, Code::internal, "HDF5 image smaller than its userblock");
-  const nlohmann::json fields = {
-      {"crc32c", crc32c(image.data() + userblock, image.size() - userblock)},
-      {"file_bytes", static_cast<uint64_t>(image.size())},
-      {"summary", summary},
-      {"userblock", userblock}};
-  const std::string text = header_text(fields);
-  BERT_CHECK(text.size() < userblock, Code::internal, "checkpoint seal does not fit its userblock");
-  std::memset(image.data(), 0, userblock);
-  std::memcpy(image.data(), text.data(), text.size());
+void seal_file(int fd, uint64_t userblock, const nlohmann::json& summary, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(Code::io, "cannot stat '", path, "': ", std::strerror(errno));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  BERT_CHECK(size >= userblock, Code::internal, "HDF5 file '", path, "' smaller than its userblock");
+  const nlohmann::json fields = {{"crc32c", crc32c_of_range(fd, userblock, size, path)},
+                                 {"file_bytes", size},
+                                 {"summary", summary},
+                                 {"userblock", userblock}};
+  std::string block = header_text(fields);
+  BERT_CHECK(block.size() < userblock, Code::internal, "checkpoint seal does not fit its userblock");
+  block.resize(userblock, '\0');
+  for (size_t done = 0; done < block.size();) {
+    const ssize_t n = ::pwrite(fd, block.data() + done, block.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(Code::io, "writing the seal of '", path, "' failed: ", std::strerror(n < 0 ? errno : ENOSPC));
+    done += static_cast<size_t>(n);
+  }
 }
 
 std::optional<CheckpointSeal> read_seal(const std::string& path, bool whole_file) {
@@ -164,14 +185,7 @@ std::optional<CheckpointSeal> read_seal(const std::string& path, bool whole_file
   if (head.find_first_not_of('\0', text_end) < seal.userblock) corrupt("its seal's padding is not zero");
   if (!whole_file) return seal;
 
-  uint32_t computed = 0;
-  std::vector<char> buffer(std::min<uint64_t>(4 << 20, size - seal.userblock));
-  for (uint64_t at = seal.userblock; at < size;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - at));
-    read_at(fd.get(), buffer.data(), n, at, path);
-    computed = crc32c_extend(computed, buffer.data(), n);
-    at += n;
-  }
+  const uint32_t computed = crc32c_of_range(fd.get(), seal.userblock, size, path);
   if (computed != seal.crc32c) {
     corrupt("checksum mismatch (CRC-32C of its ", size - seal.userblock, " bytes of HDF5 data: stored ",
             hex32(seal.crc32c), ", computed ", hex32(computed), ")");

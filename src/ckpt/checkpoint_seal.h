@@ -37,8 +37,10 @@ struct CheckpointSeal {
 nlohmann::json seal_summary(const nlohmann::json& state);
 // The userblock size a seal with this summary needs: the smallest power of two >= 512 holding it.
 uint64_t seal_size(const nlohmann::json& summary);
-// Writes the seal into image[0, userblock) (which HDF5 left zero) over the data after it.
-void seal_image(std::vector<char>& image, uint64_t userblock, const nlohmann::json& summary);
+// Seals the file open as `fd` (read and write; `path` names it in errors): reads its bytes from
+// `userblock` to its end for their CRC-32C, then writes the seal into [0, userblock), which HDF5
+// left zero. Error(io) with the OS reason on a failed read or write.
+void seal_file(int fd, uint64_t userblock, const nlohmann::json& summary, const std::string& path);
 // Reads and checks the seal of the checkpoint at `path`: its header checksum and the file's
 // length, and with `whole_file` the CRC-32C of all the data. Returns nullopt for a file without a
 // seal (HDF5's signature at offset 0). Throws Error(checkpoint) "checkpoint 'P' is corrupt: ..."

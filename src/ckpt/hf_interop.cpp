@@ -58,6 +58,8 @@ void export_hf_folder(const std::string& checkpoint_path, const std::string& fol
   if (ec) fail(Code::io, "cannot create folder '", folder, "': ", ec.message());
 
   nlohmann::json hf = model.to_json();
+  // Hugging Face names the tanh form "gelu_new" (its ACT2FN has no "gelu_tanh" for BERT configs).
+  if (model.hidden_act == "gelu_tanh") hf["hidden_act"] = "gelu_new";
   add_hf_task_fields(task, hf);
   hf["model_type"] = "bert";
   hf["pad_token_id"] = 0;

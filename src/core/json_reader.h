@@ -11,6 +11,18 @@
 
 namespace bert {
 
+// Deepest nesting a config (or config file) may have; deeper input is refused at parse time
+// (formatting a value nested 50,000 deep would overflow the stack).
+inline constexpr int kMaxJsonDepth = 64;
+// Parses `text`; Error(config) "<what> is not valid JSON: ..." or "... nests deeper than 64 levels".
+nlohmann::json parse_config_json(const std::string& text, const std::string& what);
+// Reads and parses a JSON file of at most 16 MiB (a config, bert_config.json); Error(config)
+// naming `what` and the path when it is missing, not a regular file, too large or not JSON.
+nlohmann::json read_config_file(const std::string& path, const std::string& what);
+// A value for a message: at most 60 characters of its JSON text, then "... (N bytes)".
+std::string brief(const nlohmann::json& value);
+std::string brief(const std::string& text);
+
 class JsonReader {
  public:
   // `prefix` is the dotted path of this object ("train"); empty for the root.

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 
 #include "core/error.h"
@@ -104,15 +103,7 @@ BertConfig parse_bert_config(const nlohmann::json& value, const std::string& key
       text.find(".json") == std::string::npos) {
     return preset(text, key);
   }
-  std::ifstream in(text);
-  if (!in) fail(Code::config, "config key '", key, "': cannot open bert config file '", text, "'");
-  nlohmann::json file;
-  try {
-    file = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail(Code::config, "config key '", key, "': bert config file '", text, "' is not valid JSON: ", e.what());
-  }
-  return from_object(file, key + " (" + text + ")");
+  return from_object(read_config_file(text, "config key '" + key + "' (a bert config file)"), key + " (" + text + ")");
 }
 
 }  // namespace bert

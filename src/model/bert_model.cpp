@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 
 #include "core/error.h"
@@ -179,20 +180,28 @@ void BertModel::zero_grads() {
 
 int64_t BertModel::output_elems(ModelOutput what, int B, int S) const {
   const int64_t H = config_.hidden_size, NL = task_.num_labels;
+  const auto product = [&](std::initializer_list<int64_t> factors) {
+    int64_t n = 1;
+    for (int64_t f : factors) {
+      BERT_CHECK(!__builtin_mul_overflow(n, f, &n), Code::invalid_argument, "an output of batch_size ", B,
+                 " x seq_length ", S, " overflows the element count");
+    }
+    return n;
+  };
   switch (what) {
     case ModelOutput::hidden:
-      return int64_t{B} * S * H;
+      return product({B, S, H});
     case ModelOutput::pooled:
       BERT_CHECK(task_.has_pooler(), Code::invalid_argument, "a ", task_.name(),
                  " model has no pooler (Hugging Face builds ", task_.hf_architecture(),
                  " without one): ask for the logits or the hidden states");
-      return int64_t{B} * H;
+      return product({B, H});
     case ModelOutput::logits:
       switch (task_.type) {
-        case TaskType::pretraining: return int64_t{B} * 2;
-        case TaskType::sequence_classification: return int64_t{B} * NL;
-        case TaskType::token_classification: return int64_t{B} * S * NL;
-        case TaskType::question_answering: return int64_t{B} * 2 * S;
+        case TaskType::pretraining: return product({B, 2});
+        case TaskType::sequence_classification: return product({B, NL});
+        case TaskType::token_classification: return product({B, S, NL});
+        case TaskType::question_answering: return product({B, 2, S});
       }
   }
   return 0;

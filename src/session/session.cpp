@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -210,7 +211,11 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   limits.inference = config_.inference;
   model_ = std::make_unique<BertModel>(config_.model, config_.task, limits, *ops_);
   model_->init_weights(config_.train.seed);
-  if (!config_.train.init_checkpoint.empty()) load_weights(config_.train.init_checkpoint);
+  std::optional<CheckpointContents> init;  // read once: weights now, optimizer moments below
+  if (!config_.train.init_checkpoint.empty()) {
+    init = read_checkpoint(config_.train.init_checkpoint);
+    load_weights(*init, config_.train.init_checkpoint);
+  }
   if (!config_.checkpoint.dir.empty()) {
     try {
       check_writable_dir(config_.checkpoint.dir);
@@ -243,6 +248,7 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
       slice.sum_across_shards = [this](double* data, int64_t count) { comm_->allreduce_sum_host(data, count); };
     }
     optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_, slice);
+    if (init) init_optimizer_state(*init, config_.train.init_checkpoint);
     schedule_.base_lr = config_.train.lr;
     schedule_.total_steps = config_.train.steps;
     schedule_.warmup_proportion = config_.train.warmup_proportion;
@@ -627,17 +633,15 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
       owns_checkpoint_dir_ = true;
     }
   }
+  // Written straight from the session's buffers where they are host memory (the CPU backend),
+  // else from one host copy each.
   const ParamTable& table = model_->params();
-  const int64_t n = table.total_elems;
-  std::vector<float> host(n);
-  CheckpointContents c;
+  std::vector<float> weights_copy, m_copy, v_copy;
+  CheckpointSource c;
   c.config_json = config_json_;
-  ops_->download(host.data(), model_->param_data(), n * sizeof(float));
-  c.model = tensors_of(table, host.data());
-  download_moment(optimizer_->exp_avg(), host);
-  c.exp_avg = tensors_of(table, host.data());
-  download_moment(optimizer_->exp_avg_sq(), host);
-  c.exp_avg_sq = tensors_of(table, host.data());
+  c.model = tensor_views(table, host_values(model_->param_data(), weights_copy));
+  c.exp_avg = tensor_views(table, host_moment(optimizer_->exp_avg(), m_copy));
+  c.exp_avg_sq = tensor_views(table, host_moment(optimizer_->exp_avg_sq(), v_copy));
   c.state = {{"global_step", global_step_},
              {"phase", config_.train.phase},
              {"optimizer_steps", optimizer_->steps_taken()},
@@ -662,23 +666,28 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
   return path;
 }
 
-void Session::download_moment(float* moment, std::vector<float>& host) {
+const float* Session::host_values(const float* values, std::vector<float>& copy) const {
+  if (ops_->device() < 0) return values;  // the CPU backend's memory is the host's
+  copy.resize(static_cast<size_t>(model_->params().total_elems));
+  ops_->download(copy.data(), values, copy.size() * sizeof(float));
+  return copy.data();
+}
+
+const float* Session::host_moment(float* moment, std::vector<float>& copy) {
   const int64_t n = model_->params().total_elems;
-  host.resize(static_cast<size_t>(n));
-  if (shard_counts_.empty()) {
-    ops_->download(host.data(), moment, n * sizeof(float));
-    return;
-  }
+  if (shard_counts_.empty()) return host_values(moment, copy);
+  copy.resize(static_cast<size_t>(n));
   auto* whole = static_cast<float*>(ops_->alloc(n * sizeof(float)));
   try {
     ops_->copy(whole + optimizer_->shard_begin(), moment, optimizer_->elems() * sizeof(float));
     comm_->all_gather(whole, shard_counts_);
-    ops_->download(host.data(), whole, n * sizeof(float));
+    ops_->download(copy.data(), whole, n * sizeof(float));
   } catch (...) {
     ops_->release(whole);
     throw;
   }
   ops_->release(whole);
+  return copy.data();
 }
 
 void Session::check_directory_owner() const {
@@ -721,27 +730,25 @@ void Session::check_resumable(const std::string& path, const nlohmann::json& sav
   }
 }
 
-void Session::load_checkpoint(const std::string& path) {
-  require_training("bert_checkpoint_load");
+Session::ResumeState Session::prepare_resume(const std::string& path) const {
   BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
   CheckpointContents c = read_checkpoint(path);
   BERT_CHECK(c.has_optimizer(), Code::checkpoint, "checkpoint '", path,
              "' holds weights only (no optimizer state): load it with bert_checkpoint_load_weights");
   const nlohmann::json& st = c.state;
-  int64_t step = 0, optimizer_steps = 0;
-  uint64_t micro_step = 0, seed = 0;
-  double loss_scale = 1.0;
-  int64_t clean_steps = 0;
+  ResumeState r;
+  r.path = path;
   std::string cursor;
   try {
-    step = st.at("global_step").get<int64_t>();
-    optimizer_steps = st.at("optimizer_steps").get<int64_t>();
-    micro_step = st.at("micro_step").get<uint64_t>();
-    seed = st.at("seed").get<uint64_t>();
-    loss_scale = st.value("loss_scale", 1.0);
-    clean_steps = st.value("loss_scale_clean_steps", int64_t{0});
-    if (!(loss_scale > 0) || !std::isfinite(loss_scale)) {
-      fail(Code::checkpoint, "checkpoint '", path, "' has an invalid loss_scale ", loss_scale);
+    r.step = st.at("global_step").get<int64_t>();
+    r.optimizer_steps = st.at("optimizer_steps").get<int64_t>();
+    r.micro_step = st.at("micro_step").get<uint64_t>();
+    r.config = config_;
+    r.config.train.seed = st.at("seed").get<uint64_t>();
+    r.loss_scale = st.value("loss_scale", 1.0);
+    r.clean_steps = st.value("loss_scale_clean_steps", int64_t{0});
+    if (!(r.loss_scale > 0) || !std::isfinite(r.loss_scale)) {
+      fail(Code::checkpoint, "checkpoint '", path, "' has an invalid loss_scale ", r.loss_scale);
     }
     const int phase = st.at("phase").get<int>();
     if (phase != config_.train.phase) {
@@ -770,46 +777,59 @@ void Session::load_checkpoint(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has an incomplete training state: ", e.what());
   }
+  // The run continues under the checkpoint's id (kLegacyRunId for files written before run ids).
+  r.run_id = st.value("run_id", std::string(kLegacyRunId));
 
   // Everything is verified in host memory before the session changes (all-or-nothing).
   const ParamTable& table = model_->params();
   const int64_t n = table.total_elems;
-  std::vector<float> weights(n), m(n), v(n);
-  ops_->download(weights.data(), model_->param_data(), n * sizeof(float));
-  load_tensors(table, c.model, path, "model", weights.data());
-  load_tensors(table, c.exp_avg, path, "optimizer exp_avg", m.data());
-  load_tensors(table, c.exp_avg_sq, path, "optimizer exp_avg_sq", v.data());
+  r.weights.resize(n);
+  r.m.resize(n);
+  r.v.resize(n);
+  ops_->download(r.weights.data(), model_->param_data(), n * sizeof(float));
+  load_tensors(table, c.model, path, "model", r.weights.data());
+  load_tensors(table, c.exp_avg, path, "optimizer exp_avg", r.m.data());
+  load_tensors(table, c.exp_avg_sq, path, "optimizer exp_avg_sq", r.v.data());
   // The resumed run continues the checkpoint's random streams (dropout, synthetic data).
-  SessionConfig resumed = config_;
-  resumed.train.seed = seed;
-  std::unique_ptr<DataSource> data;
   if (train_data_) {
-    data = make_data_source(resumed, comm_->rank(), comm_->world_size());
-    data->restore(nlohmann::json::parse(cursor));
+    r.data = make_data_source(r.config, comm_->rank(), comm_->world_size());
+    r.data->restore(nlohmann::json::parse(cursor));
   }
+  return r;
+}
 
-  ops_->upload(model_->param_data(), weights.data(), n * sizeof(float));
+void Session::apply_resume(ResumeState& r) {
+  const int64_t n = model_->params().total_elems;
+  ops_->upload(model_->param_data(), r.weights.data(), n * sizeof(float));
   const size_t slice_bytes = static_cast<size_t>(optimizer_->elems()) * sizeof(float);
-  ops_->upload(optimizer_->exp_avg(), m.data() + optimizer_->shard_begin(), slice_bytes);
-  ops_->upload(optimizer_->exp_avg_sq(), v.data() + optimizer_->shard_begin(), slice_bytes);
+  ops_->upload(optimizer_->exp_avg(), r.m.data() + optimizer_->shard_begin(), slice_bytes);
+  ops_->upload(optimizer_->exp_avg_sq(), r.v.data() + optimizer_->shard_begin(), slice_bytes);
   ops_->weights_changed();
-  optimizer_->set_steps_taken(optimizer_steps);
-  scaler_.restore(loss_scale, clean_steps);
-  global_step_ = step;
-  micro_step_ = micro_step;
-  train_data_ = std::move(data);
-  config_ = resumed;
+  optimizer_->set_steps_taken(r.optimizer_steps);
+  scaler_.restore(r.loss_scale, r.clean_steps);
+  global_step_ = r.step;
+  micro_step_ = r.micro_step;
+  train_data_ = std::move(r.data);
+  config_ = r.config;
   config_json_ = config_.to_json().dump();
-  // The run continues under the checkpoint's id (kLegacyRunId for files written before run ids).
-  const std::string run_id = st.value("run_id", std::string(kLegacyRunId));
-  if (run_id != run_id_) owns_checkpoint_dir_ = false;
-  run_id_ = run_id;
+  if (r.run_id != run_id_) owns_checkpoint_dir_ = false;
+  run_id_ = r.run_id;
   discard_accumulation();
+}
+
+void Session::load_checkpoint(const std::string& path) {
+  require_training("bert_checkpoint_load");
+  ResumeState r = prepare_resume(path);
+  apply_resume(r);
 }
 
 void Session::load_weights(const std::string& path) {
   BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
   CheckpointContents c = read_checkpoint(path);
+  load_weights(c, path);
+}
+
+void Session::load_weights(CheckpointContents& c, const std::string& path) {
   const ParamTable& table = model_->params();
   std::vector<float> host(table.total_elems);
   ops_->download(host.data(), model_->param_data(), host.size() * sizeof(float));
@@ -818,6 +838,36 @@ void Session::load_weights(const std::string& path) {
   ops_->upload(model_->param_data(), host.data(), host.size() * sizeof(float));
   ops_->weights_changed();
   warn_if_other_activation(c, path);
+}
+
+// DLE's phase 2 (run_pretraining.py with --phase2): the previous phase's moments carry over while
+// the optimizer's step count (so Adam's bias correction), the schedule and the LR start afresh.
+void Session::init_optimizer_state(const CheckpointContents& c, const std::string& path) {
+  const InitOptimizerState mode = config_.train.init_optimizer_state;
+  if (mode == InitOptimizerState::zero) return;
+  const nlohmann::json saved = nlohmann::json::parse(c.config_json, nullptr, false);
+  const std::string saved_optimizer = saved.is_object() && saved.contains("train") && saved["train"].is_object()
+                                          ? saved["train"].value("optimizer", std::string())
+                                          : std::string();
+  const bool same_optimizer = saved_optimizer == config_.train.optimizer.name;
+  if (mode == InitOptimizerState::automatic && !(config_.task.pretraining() && c.has_optimizer() && same_optimizer)) {
+    return;
+  }
+  BERT_CHECK(config_.task.pretraining(), Code::config,
+             "config key 'train.init_optimizer_state' = \"load\" applies to pretraining; fine-tuning starts from zero moments");
+  BERT_CHECK(c.has_optimizer(), Code::config, "config key 'train.init_optimizer_state' = \"load\": checkpoint '", path,
+             "' holds weights only (no optimizer moments)");
+  BERT_CHECK(same_optimizer, Code::config, "config key 'train.init_optimizer_state' = \"load\": checkpoint '", path,
+             "' holds ", saved_optimizer.empty() ? "unnamed" : saved_optimizer, " moments but train.optimizer = \"",
+             config_.train.optimizer.name, "\"");
+  const ParamTable& table = model_->params();
+  std::vector<float> m(table.total_elems), v(table.total_elems);
+  load_tensors(table, c.exp_avg, path, "optimizer exp_avg", m.data());
+  load_tensors(table, c.exp_avg_sq, path, "optimizer exp_avg_sq", v.data());
+  const size_t slice_bytes = static_cast<size_t>(optimizer_->elems()) * sizeof(float);
+  ops_->upload(optimizer_->exp_avg(), m.data() + optimizer_->shard_begin(), slice_bytes);
+  ops_->upload(optimizer_->exp_avg_sq(), v.data() + optimizer_->shard_begin(), slice_bytes);
+  log_message(log_info, "optimizer moments from '" + path + "' (train.init_optimizer_state); step, schedule and LR start afresh");
 }
 
 // Weights carry the GELU form they were trained or imported with (e.g. DLE's tanh form); a
@@ -843,22 +893,49 @@ int64_t Session::resume_latest(const std::string& requested_dir) {
   }
   const std::vector<RunCheckpoint> all = list_run_checkpoints(dir);
   const std::string owner = owning_run(all);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+  std::vector<std::string> invalid;  // newer than the one resumed: each one's path and why it failed
+  std::vector<std::string> invalid_paths;
+  std::optional<ResumeState> chosen;
+  for (auto it = all.rbegin(); it != all.rend() && !chosen; ++it) {
     if (it->readable && it->run_id != owner) {
       log_message(log_warning, "not resuming from " + it->path + ": it belongs to another run (run id " + it->run_id +
                                    ") than the directory's most recent checkpoint (run id " + owner + ")");
       continue;
     }
     try {
-      load_checkpoint(it->path);
-      log_message(log_info, "resumed from " + it->path + " (run id " + run_id_ + ")");
-      return global_step_;
+      chosen = prepare_resume(it->path);
     } catch (const Error& e) {
       if (e.code() != Code::checkpoint && e.code() != Code::io) throw;
-      log_message(log_warning, std::string("skipping checkpoint that fails verification: ") + e.what());
+      invalid.push_back(e.what());
+      invalid_paths.push_back(it->path);
     }
   }
-  return -1;
+  // Every rank has read what it needs before rank 0 moves a file; they agree on what failed.
+  const std::vector<std::string> counts = comm_->allgather_text(std::to_string(invalid.size()));
+  BERT_CHECK(std::all_of(counts.begin(), counts.end(), [&](const std::string& n) { return n == counts[0]; }),
+             Code::distributed, "ranks disagree on which checkpoints of '", dir, "' pass verification");
+  if (!invalid.empty()) {
+    std::string list;
+    for (const std::string& why : invalid) list += "\n  " + why;
+    const std::string outcome = chosen ? "the newest valid one is '" + chosen->path + "'" : "none of them is valid";
+    if (!config_.checkpoint.discard_invalid) {
+      fail(Code::checkpoint, "checkpoint.dir '", dir, "': ", invalid.size(), " checkpoint(s) fail verification and ",
+           outcome, "; nothing was resumed and they are kept (a resumed run would write over them). Move them away, ",
+           "or set checkpoint.discard_invalid to rename each to <name>.invalid and resume from ",
+           chosen ? "the newest valid one" : "step 0", ":", list);
+    }
+    if (comm_->rank() == 0) {
+      for (const std::string& path : invalid_paths) {
+        log_message(log_warning, "checkpoint.discard_invalid: moved '" + path + "' to '" + set_aside(path) + "'");
+      }
+    }
+    log_message(log_warning, "checkpoint.dir '" + dir + "': " + std::to_string(invalid.size()) +
+                                 " checkpoint(s) fail verification (" + outcome + "):" + list);
+  }
+  if (!chosen) return -1;
+  apply_resume(*chosen);
+  log_message(log_info, "resumed from " + chosen->path + " (run id " + run_id_ + ")");
+  return global_step_;
 }
 
 const ParamEntry& Session::entry(const std::string& name, size_t count) const {

@@ -96,9 +96,13 @@ class Session {
   void load_checkpoint(const std::string& path);
   // Weights only (phase 2, fine-tuning, continued pretraining); optimizer and step unchanged.
   void load_weights(const std::string& path);
-  // Loads the newest checkpoint in dir (default checkpoint.dir) that passes verification,
-  // skipping corrupt ones with a warning; only checkpoints of the run that owns the directory
-  // (wrote its most recent checkpoint) are candidates. Returns its step, or -1 if there is none.
+  // (A task session drops other heads' tensors from c.model.)
+  void load_weights(CheckpointContents& c, const std::string& path);
+  // Loads the newest checkpoint in dir (default checkpoint.dir) that passes verification; only
+  // checkpoints of the run that owns the directory (wrote its most recent checkpoint) are
+  // candidates. Returns its step, or -1 if the directory has none. Checkpoints newer than the
+  // one it would load that fail verification stop it (Error(checkpoint) naming each one and why,
+  // the session unchanged), unless checkpoint.discard_invalid, which renames them aside.
   int64_t resume_latest(const std::string& dir);
   // This run's id: fresh (rank 0's, shared) at creation, the checkpoint's once one is loaded.
   const std::string& run_id() const { return run_id_; }
@@ -111,6 +115,21 @@ class Session {
   void clear_abort() { abort_.store(false); }
 
  private:
+  // A checkpoint's training state, read, verified and checked against this session, not yet applied.
+  struct ResumeState {
+    std::string path, run_id;
+    std::vector<float> weights, m, v;  // whole parameter-sized host buffers
+    SessionConfig config;              // this session's, with the checkpoint's seed
+    std::unique_ptr<DataSource> data;  // positioned at the checkpoint's cursor (training data only)
+    int64_t step = 0, optimizer_steps = 0, clean_steps = 0;
+    uint64_t micro_step = 0;
+    double loss_scale = 1;
+  };
+  // train.init_optimizer_state: the moments of init_checkpoint's contents, when it asks for them.
+  void init_optimizer_state(const CheckpointContents& c, const std::string& path);
+  // Throws Error(checkpoint/io) and leaves the session as it was.
+  ResumeState prepare_resume(const std::string& path) const;
+  void apply_resume(ResumeState& r);
   // Refuses (or warns about) a checkpoint whose config makes its state mean something else here.
   void check_resumable(const std::string& path, const nlohmann::json& saved_config) const;
   // Refuses to write into a checkpoint.dir owned by another run (Error(checkpoint)).
@@ -131,9 +150,12 @@ class Session {
   // Logs that the model recorded a micro-batch of in's shape as a CUDA graph (with_buckets: with
   // the gradient all-reduce's buckets).
   void note_recording(const ModelInputs& in, bool with_buckets) const;
-  // The whole flat buffer of an optimizer moment (this rank's slice when sharded) in host
-  // memory; gathered from every rank when sharded (COLLECTIVE then).
-  void download_moment(float* moment, std::vector<float>& host);
+  // Host memory holding `values` (a full parameter-sized buffer): the buffer itself on the CPU
+  // backend, else `copy`, downloaded into.
+  const float* host_values(const float* values, std::vector<float>& copy) const;
+  // The same for an optimizer moment (this rank's slice when sharded: gathered from every rank,
+  // COLLECTIVE then).
+  const float* host_moment(float* moment, std::vector<float>& copy);
   void measure_token_imbalance();
   ForwardStats eval_whole_set();
   EvalStats eval_task(const BatchView& batch);

@@ -60,6 +60,10 @@ void parse_train(JsonReader r, TrainConfig& t) {
   t.dropout = r.get_bool("dropout", t.dropout);
   t.phase = static_cast<int>(r.get_int("phase", t.phase, 1, 2));
   t.init_checkpoint = r.get_string("init_checkpoint", t.init_checkpoint);
+  const std::string moments = r.get_choice("init_optimizer_state", "auto", {"auto", "load", "zero"});
+  t.init_optimizer_state = moments == "load"   ? InitOptimizerState::load
+                           : moments == "zero" ? InitOptimizerState::zero
+                                               : InitOptimizerState::automatic;
   r.finish();
 }
 
@@ -93,6 +97,9 @@ void parse_checkpoint(JsonReader r, CheckpointConfig& c) {
   c.every = r.get_int("every", c.every, 0, std::numeric_limits<int64_t>::max());
   c.keep = static_cast<int>(r.get_int("keep", c.keep, 1, kIntMax));
   c.keep_every = r.get_int("keep_every", c.keep_every, 0, std::numeric_limits<int64_t>::max());
+  c.discard_invalid = r.get_bool("discard_invalid", c.discard_invalid);
+  c.continue_on_failure =
+      r.get_choice("on_failure", c.continue_on_failure ? "continue" : "stop", {"stop", "continue"}) == "continue";
   r.finish();
 }
 
@@ -144,12 +151,7 @@ int parse_device_index(const std::string& device) {
 }  // namespace
 
 SessionConfig parse_session_config(const std::string& text) {
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of range (1e999)
-    fail(Code::config, "config is not valid JSON: ", e.what());
-  }
+  const nlohmann::json root = parse_config_json(text, "config");
   JsonReader r(root, "");
   SessionConfig c;
   if (r.has("model")) c.model = parse_bert_config(r.raw("model"), "model");
@@ -229,7 +231,10 @@ nlohmann::json SessionConfig::to_json() const {
         {"target_mlm_accuracy", train.target_mlm_accuracy},
         {"dropout", train.dropout},
         {"phase", train.phase},
-        {"init_checkpoint", train.init_checkpoint}}},
+        {"init_checkpoint", train.init_checkpoint},
+        {"init_optimizer_state", train.init_optimizer_state == InitOptimizerState::load   ? "load"
+                                 : train.init_optimizer_state == InitOptimizerState::zero ? "zero"
+                                                                                          : "auto"}}},
       {"data",
        {{"source", data.source},
         {"train_dir", data.train_dir},
@@ -249,7 +254,9 @@ nlohmann::json SessionConfig::to_json() const {
        {{"dir", checkpoint.dir},
         {"every", checkpoint.every},
         {"keep", checkpoint.keep},
-        {"keep_every", checkpoint.keep_every}}},
+        {"keep_every", checkpoint.keep_every},
+        {"discard_invalid", checkpoint.discard_invalid},
+        {"on_failure", checkpoint.continue_on_failure ? "continue" : "stop"}}},
       {"dist",
        {{"timeout_s", dist.timeout_s},
         {"clip_per_rank", dist.clip_per_rank},

@@ -15,6 +15,11 @@
 
 namespace bert {
 
+// train.init_optimizer_state: "auto" takes init_checkpoint's moments when a pretraining session
+// starts from a file that holds them for its optimizer; "load" requires them; "zero" starts from
+// zero moments (fine-tuning always does).
+enum class InitOptimizerState { automatic, load, zero };
+
 struct TrainConfig {
   int micro_batch = 8;
   int accumulation_steps = 1;
@@ -42,6 +47,9 @@ struct TrainConfig {
   bool dropout = true;  // false: train without dropout (tests, debugging)
   int phase = 1;                 // 1 or 2 (DLE's two-phase recipe), recorded in checkpoints
   std::string init_checkpoint;   // weights to start from (phase 2, continued pretraining)
+  // The optimizer moments at the start (DLE's phase 2 continues phase 1's): taken from
+  // init_checkpoint, with the optimizer's step count, the schedule and the LR starting afresh.
+  InitOptimizerState init_optimizer_state = InitOptimizerState::automatic;
 };
 
 struct DataConfig {
@@ -67,6 +75,8 @@ struct CheckpointConfig {
   int64_t every = 0;     // steps between checkpoints (0 = only at the end)
   int keep = 3;          // newest checkpoints kept in dir
   int64_t keep_every = 0;  // also keep every checkpoint whose step is a multiple of this
+  bool discard_invalid = false;  // a resume renames checkpoints that fail verification aside
+  bool continue_on_failure = false;  // on_failure: "stop" the run at a failed periodic checkpoint, or "continue"
 };
 
 struct DistConfig {

@@ -139,11 +139,12 @@ SquadPredictions squad_predictions(const SquadFile& file, const SquadFeatures& f
         }
       }
       const int context_end = win.doc_offset + static_cast<int>(win.token_to_word.size());  // exclusive
-      const std::vector<int> starts = best_indexes(start_logits, S, o.n_best);
-      const std::vector<int> ends = best_indexes(end_logits, S, o.n_best);
+      // Only the window's real positions are ranked: bert_infer gives 0 at the padding, which would
+      // otherwise crowd real spans with negative logits out of the n-best.
+      const std::vector<int> starts = best_indexes(start_logits, win.length, o.n_best);
+      const std::vector<int> ends = best_indexes(end_logits, win.length, o.n_best);
       for (int s : starts) {
         for (int t : ends) {
-          if (s >= win.length || t >= win.length) continue;
           if (s < win.doc_offset || s >= context_end || t < win.doc_offset || t >= context_end) continue;
           if (!win.max_context[s - win.doc_offset]) continue;
           if (t < s || t - s + 1 > o.max_answer_length) continue;

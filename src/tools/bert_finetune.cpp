@@ -10,8 +10,9 @@
 //                 "output_dir": "out", "lower_case": true, "eval_batch": 64},
 //    "train": {"init_checkpoint": "pretrained.h5 or an HF folder", "micro_batch": 32, "lr": 5e-5, ...},
 //    "data": {"max_seq_length": 128}}
-// "model" defaults to the init checkpoint's; the task head, the step count (epochs x batches),
-// AdamW with linear warmup and decay (DLE's fine-tuning defaults) are filled in. Prints
+// "model" defaults to the init checkpoint's; the task head, the step count (epochs x batches, or
+// train.steps, which also stops the run there: DLE's --max_steps), AdamW with linear warmup and
+// decay (DLE's fine-tuning defaults) are filled in. Prints
 // progress, evaluates on the dev file after each epoch (the task's metric), and checkpoints
 // output_dir/epoch_<n>.h5 and output_dir/final.h5.
 #include <algorithm>
@@ -45,7 +46,9 @@ int usage(FILE* out = stderr) {
                        "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
                        "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md);\n"
                        "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
-                       "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n");
+                       "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n"
+                       "  train.steps: the schedule's length, and the run stops there if the epochs last longer\n"
+                       "  (DLE's --max_steps); without it the schedule spans the epochs\n");
   return out == stderr ? 2 : 0;
 }
 
@@ -220,9 +223,13 @@ int run(const std::string& config_path) {
   const int accumulation = train.value("accumulation_steps", 1);
   const int per_step = micro * accumulation;
   const int64_t steps_per_epoch = (data.train_count + per_step - 1) / per_step;
+  // train.steps bounds the run (DLE's --max_steps: the schedule's length, the run stopping there
+  // or at the end of its epochs); without it the schedule spans the epochs.
+  const int64_t total = train.contains("steps") ? train["steps"].get<int64_t>() : steps_per_epoch * epochs;
+  BERT_CHECK(total >= 1, bert::Code::config, "config key 'train.steps' = ", total, " must be at least 1");
   cfg["task"] = data.task_section;
   train["micro_batch"] = micro;
-  train["steps"] = steps_per_epoch * epochs;
+  train["steps"] = total;
   if (!train.contains("optimizer")) train["optimizer"] = "adamw";
   if (!train.contains("lr")) train["lr"] = 5e-5;
   if (!train.contains("decay_degree")) train["decay_degree"] = 1.0;  // linear decay
@@ -233,8 +240,10 @@ int run(const std::string& config_path) {
 
   bert_session* s = nullptr;
   if (failed(bert_session_create(cfg.dump().c_str(), nullptr, &s), "bert_session_create")) return 1;
-  std::printf("fine-tuning %s, %lld steps of %d sequences (%d epochs)\n", data.summary.c_str(),
-              static_cast<long long>(steps_per_epoch * epochs), per_step, epochs);
+  const int64_t run_steps = std::min(total, steps_per_epoch * epochs);
+  std::printf("fine-tuning %s, %lld steps of %d sequences (%d epochs of %lld steps%s)\n", data.summary.c_str(),
+              static_cast<long long>(run_steps), per_step, epochs, static_cast<long long>(steps_per_epoch),
+              total < steps_per_epoch * epochs ? ", cut at train.steps" : "");
   std::vector<int32_t> order(data.train_count);
   bert_tools::BatchStorage storage;
   const int log_every = train.value("log_every", 10);
@@ -248,7 +257,7 @@ int run(const std::string& config_path) {
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t seen = 0, loss_steps = 0;
-    for (size_t begin = 0; begin < order.size(); begin += per_step) {
+    for (size_t begin = 0; begin < order.size() && step < run_steps; begin += per_step) {
       std::vector<int32_t> rows(order.begin() + begin, order.begin() + std::min(order.size(), begin + per_step));
       const bert_batch b = data.train_batch(rows, storage);
       bert_step_result r;
@@ -261,10 +270,10 @@ int run(const std::string& config_path) {
       seen += rows.size();
       loss_sum += r.loss;
       ++loss_steps;
-      if (step % log_every == 0 || begin + per_step >= order.size()) {
+      if (step % log_every == 0 || begin + per_step >= order.size() || step == run_steps) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3e  %.1f seq/s\n", epoch, epochs,
-                    static_cast<long long>(step), static_cast<long long>(steps_per_epoch * epochs),
+                    static_cast<long long>(step), static_cast<long long>(run_steps),
                     loss_sum / loss_steps, r.learning_rate, seen / secs);
         std::fflush(stdout);
         loss_sum = 0;
@@ -282,6 +291,7 @@ int run(const std::string& config_path) {
     const std::string path = out_dir + "/epoch_" + std::to_string(epoch) + ".h5";
     if (failed(bert_checkpoint(s, path.c_str()), "bert_checkpoint")) status = 1;
     std::fflush(stdout);
+    if (step >= run_steps) break;
   }
   if (status == 0) {
     const std::string final_path = out_dir + "/final.h5";

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -43,20 +44,33 @@ void on_stop_signal(int sig) { stop_signal = sig; }
 void usage(FILE* out = stderr) {
   std::fprintf(out,
                "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
-               "                  [--resume | --overwrite] [--loss-log FILE] [--quiet]\n"
+               "                  [--resume [--discard-invalid] | --overwrite] [--loss-log FILE] [--quiet]\n"
                "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
                "  each later one starts from the previous one's final checkpoint (its train.init_checkpoint\n"
                "  unless set) with a fresh step, schedule and data cursor. With checkpoint.dir set, writes\n"
                "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
                "  continues from the newest valid one of the run that wrote the directory last (a phase whose\n"
-               "  final checkpoint exists is skipped). A checkpoint.dir belongs to one run: without --resume,\n"
+               "  final checkpoint exists is skipped, a finished run is not trained again). A checkpoint\n"
+               "  that fails verification stops --resume, naming it; --discard-invalid renames such files to\n"
+               "  <name>.invalid and resumes from the newest valid one. A periodic checkpoint that cannot be\n"
+               "  written stops the run (checkpoint.on_failure: \"continue\" trains on). A checkpoint.dir\n"
+               "  belongs to one run: without --resume,\n"
                "  a directory holding checkpoints is refused; --overwrite moves them to <dir>/overwritten-<time>/.\n"
                "  --steps-this-run stops (checkpoint written, exit 0) after N steps of this invocation.\n"
                "  The final checkpoint of a phase goes to <checkpoint.dir>/final.h5 (bert_final.h5 without\n"
                "  a dir; --output FILE.h5 for the last phase). train.eval_every / eval_every_samples evaluate\n"
                "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
                "  --loss-log appends 'step loss' per step with every digit of the float (rank 0 writes it;\n"
-               "  under mpirun the loss is the mean of the ranks' losses).\n");
+               "  under mpirun the loss is the mean of the ranks' losses).\n"
+               "exit status:\n"
+               "  0    every phase completed (or reached its target), or --steps-this-run stopped it with a\n"
+               "       checkpoint written; also a --resume of a run that had already finished\n"
+               "  1    the run failed: a training, evaluation or distributed error, or a checkpoint (periodic\n"
+               "       or final) that could not be written or resumed\n"
+               "  2    bad command line or config (nothing trained)\n"
+               "  3    the run ended its steps without reaching train.target_mlm_accuracy (final checkpoint\n"
+               "       written; a scheduler may retry with another seed)\n"
+               "  128+N  stopped by signal N (SIGTERM, SIGINT), checkpoint written when checkpoint.dir is set\n");
 }
 
 void log_to_stderr(bert_log_level level, const char* message, void*) {
@@ -70,10 +84,13 @@ struct Options {
   std::string output, loss_log_path;
   long long steps_override = -1;
   long long steps_this_run = -1;  // -1: no limit
-  bool quiet = false, resume = false, overwrite = false;
+  bool quiet = false, resume = false, overwrite = false, discard_invalid = false;
 };
 
-enum class Outcome { completed, target_reached, step_budget_spent, signalled, failed };
+// bert-train's exit status when a phase ends its steps short of train.target_mlm_accuracy.
+constexpr int kExitTargetNotReached = 3;
+
+enum class Outcome { completed, target_reached, target_missed, step_budget_spent, signalled, failed };
 
 // One phase: a session from one config, trained to its end, its target, or this run's budget.
 class PhaseRun {
@@ -116,6 +133,7 @@ class PhaseRun {
   long long total_ = 0, first_step_ = 1, every_ = 0, global_batch_ = 0;
   long long eval_every_ = 0, eval_every_samples_ = 0;
   double target_ = 0;
+  bool continue_on_failed_checkpoint_ = false;
   std::string dir_;
   int exit_code_ = 0;
   bert_tools::MetricsLog metrics_;
@@ -194,6 +212,7 @@ bool PhaseRun::setup() {
   global_batch_ = static_cast<long long>(t["micro_batch"].get<int>()) * t["accumulation_steps"].get<int>() * world_;
   every_ = resolved_["checkpoint"]["every"].get<long long>();
   dir_ = resolved_["checkpoint"]["dir"].get<std::string>();
+  continue_on_failed_checkpoint_ = resolved_["checkpoint"]["on_failure"] == "continue";
   has_eval_data_ = resolved_["data"]["source"] == "synthetic" || !resolved_["data"]["eval_dir"].get<std::string>().empty();
   if (output_.empty()) output_ = dir_.empty() ? "bert_final.h5" : dir_ + "/final.h5";
   tty_ = isatty(fileno(stdout));
@@ -220,7 +239,12 @@ bool PhaseRun::setup() {
   log_mlperf_header();
   if (options_.resume) {
     int64_t resumed = -1;
-    if (failed(bert_checkpoint_resume(session_, nullptr, &resumed), "resume")) return false;
+    if (failed(bert_checkpoint_resume(session_, nullptr, &resumed), "resume")) {
+      if (leader_ && std::strstr(bert_last_error(), "checkpoint.discard_invalid")) {
+        std::fprintf(stderr, "(bert-train --resume --discard-invalid sets checkpoint.discard_invalid)\n");
+      }
+      return false;
+    }
     if (resumed >= 0) {
       if (leader_) std::printf("resumed from step %lld\n", static_cast<long long>(resumed));
       first_step_ = resumed + 1;
@@ -396,7 +420,15 @@ Outcome PhaseRun::run() {
     const bool budget_spent = steps_left_ == 0 && step != total_;
     if (!dir_.empty() && ((every_ > 0 && step % every_ == 0 && step != total_) || stopping || budget_spent)) {
       if (failed(bert_checkpoint(session_, nullptr), "checkpoint")) {
-        if (!stopping && !budget_spent) continue;  // a failed save keeps earlier checkpoints; training goes on
+        // A failed save keeps earlier checkpoints; the run stops unless told to train on without one.
+        if (!stopping && !budget_spent && continue_on_failed_checkpoint_) {
+          if (leader_) std::fprintf(stderr, "warning: checkpoint.on_failure is \"continue\": training goes on\n");
+          continue;
+        }
+        if (leader_) {
+          std::fprintf(stderr, "error: stopping at step %lld: the checkpoint could not be written (earlier checkpoints in "
+                       "%s are intact; rerun with --resume once the cause is fixed)\n", step, dir_.c_str());
+        }
         return fail(1);
       }
     }
@@ -417,13 +449,14 @@ Outcome PhaseRun::run() {
     }
   }
   if (has_eval_data_ && !evaluated_last && !evaluate(total_, e)) return fail(1);
-  return finish(target_ > 0 && e.mlm_accuracy >= target_ ? Outcome::target_reached : Outcome::completed, total_);
+  if (target_ <= 0) return finish(Outcome::completed, total_);
+  return finish(e.mlm_accuracy >= target_ ? Outcome::target_reached : Outcome::target_missed, total_);
 }
 
 // The end of a phase: final checkpoint, run_stop and the time to train.
 Outcome PhaseRun::finish(Outcome outcome, long long step) {
   const double time_to_train = seconds_since(run_start_);
-  const bool success = target_ <= 0 || outcome == Outcome::target_reached;
+  const bool success = outcome != Outcome::target_missed;
   if (!eval_samples_logged_) mlperf_.event("eval_samples", 0);
   mlperf_.event("train_samples", step * global_batch_);
   block_stop(step * global_batch_);
@@ -437,12 +470,14 @@ Outcome PhaseRun::finish(Outcome outcome, long long step) {
     if (outcome == Outcome::target_reached) {
       std::printf("target mlm accuracy %.4f reached at step %lld/%lld (%lld samples): time to train %.1f s\n", target_,
                   step, total_, step * global_batch_, time_to_train);
-    } else if (target_ > 0) {
-      std::printf("target mlm accuracy %.4f not reached in %lld steps\n", target_, total_);
+    } else if (outcome == Outcome::target_missed) {
+      std::printf("target mlm accuracy %.4f not reached in %lld steps (exit status %d)\n", target_, total_,
+                  kExitTargetNotReached);
     }
     std::printf("done: %lld steps in %s, checkpoint written to %s\n", step,
                 bert_tools::format_duration(time_to_train).c_str(), output_.c_str());
   }
+  if (outcome == Outcome::target_missed) exit_code_ = kExitTargetNotReached;
   return outcome;
 }
 
@@ -470,6 +505,8 @@ bool parse_args(int argc, char** argv, Options& o) {
       o.resume = true;
     } else if (a == "--overwrite") {
       o.overwrite = true;
+    } else if (a == "--discard-invalid") {
+      o.discard_invalid = true;
     } else if (a == "--quiet") {
       o.quiet = true;
     } else if (!a.empty() && a[0] != '-') {
@@ -479,6 +516,10 @@ bool parse_args(int argc, char** argv, Options& o) {
       return false;
     }
   }
+  if (o.discard_invalid && !o.resume) {
+    std::fprintf(stderr, "error: --discard-invalid applies to --resume: give both\n");
+    return false;
+  }
   if (o.resume && o.overwrite) {
     std::fprintf(stderr, "error: --resume continues the run in checkpoint.dir, --overwrite starts a new one: give one of them\n");
     return false;
@@ -486,14 +527,15 @@ bool parse_args(int argc, char** argv, Options& o) {
   return !o.configs.empty();
 }
 
-// The config text of phase `index`: --steps applied, and a later phase starting from the
-// previous phase's final checkpoint unless it names its own train.init_checkpoint.
+// The config text of phase `index`: --steps and --discard-invalid applied, and a later phase
+// starting from the previous phase's final checkpoint unless it names its own train.init_checkpoint.
 std::string phase_config(const Options& o, const std::string& path, const std::string& previous_final) {
   std::string text = bert_tools::read_file_or_exit(path);
-  if (o.steps_override <= 0 && previous_final.empty()) return text;
+  if (o.steps_override <= 0 && previous_final.empty() && !o.discard_invalid) return text;
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return text;  // the session reports the JSON error with its position
   if (o.steps_override > 0) j["train"]["steps"] = o.steps_override;
+  if (o.discard_invalid) j["checkpoint"]["discard_invalid"] = true;
   if (!previous_final.empty() && !(j.contains("train") && j["train"].contains("init_checkpoint"))) {
     j["train"]["init_checkpoint"] = previous_final;
   }
@@ -576,7 +618,7 @@ int main(int argc, char** argv) {
       if (leader) std::printf("stopped after %lld steps of this run before phase %zu (rerun with --resume)\n", o.steps_this_run, i + 1);
       break;
     }
-    if (several && o.resume && i + 1 < o.configs.size() && std::filesystem::exists(outputs[i])) {
+    if (o.resume && std::filesystem::exists(outputs[i])) {  // finished: not trained again
       std::snprintf(line, sizeof line, "phase %zu of %zu (%s): already complete, its final checkpoint is %s\n", i + 1,
                     o.configs.size(), o.configs[i].c_str(), outputs[i].c_str());
       notes += line;
@@ -592,10 +634,14 @@ int main(int argc, char** argv) {
     notes.clear();
     const Outcome outcome = phase.run();
     leader = phase.leader();
-    if (outcome == Outcome::failed || outcome == Outcome::signalled) code = phase.exit_code();
+    if (outcome == Outcome::failed || outcome == Outcome::signalled || outcome == Outcome::target_missed) {
+      code = phase.exit_code();
+    }
     if (outcome == Outcome::step_budget_spent) break;
     previous_final = outputs[i];
   }
+  // Every phase was already complete: no session told this process its rank, its launcher does.
+  if (!notes.empty() && bert_tools::launcher_rank() == 0) std::fputs(notes.c_str(), stdout);
   if (loss_log) std::fclose(loss_log);
   return bert_tools::finish(code);
 }

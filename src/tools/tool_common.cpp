@@ -32,6 +32,13 @@ bool failed(bert_status status, const char* what) {
   return true;
 }
 
+int launcher_rank() {
+  for (const char* key : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"}) {
+    if (const char* value = std::getenv(key)) return std::atoi(value);
+  }
+  return 0;
+}
+
 std::string format_duration(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
   char buf[32];

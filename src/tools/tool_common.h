@@ -14,6 +14,9 @@ std::string read_file_or_exit(const std::string& path);
 bool failed(bert_status status, const char* what);
 // "1h02m", "3m05s", "12s".
 std::string format_duration(double seconds);
+// This process's rank as its launcher set it (Open MPI, Slurm, torchrun-style RANK, in the order
+// src/dist/launch.cpp reads them), 0 without one: for the tool's lines before any session exists.
+int launcher_rank();
 // Peak resident set size of this process in bytes.
 long peak_rss_bytes();
 // A tool's last word once its sessions are destroyed: bert_finalize (gives back MPI when a

@@ -50,6 +50,45 @@ TEST(Config, NumberOutOfRangeIsAConfigError) {
   EXPECT_NE(m.find("overflow"), std::string::npos) << m;
 }
 
+// A value nested 50,000 deep crashed every host (the error message formatted it recursively):
+// nesting is bounded at parse time, wherever the deep value sits.
+TEST(Config, DeepNestingIsRefusedAtParseTime) {
+  const std::string deep = std::string(50000, '[') + std::string(50000, ']');
+  for (const std::string& config : {"{\"train\": {\"lr\": " + deep + "}}", "{\"unknown\": " + deep + "}", deep}) {
+    const std::string m = create_error(config);
+    EXPECT_NE(m.find("config nests deeper than 64 levels"), std::string::npos) << m.substr(0, 200);
+  }
+  // 64 levels are accepted (and then refused for what the value is, briefly).
+  const std::string ok = "{\"train\": {\"lr\": " + std::string(62, '[') + std::string(62, ']') + "}}";
+  const std::string m = create_error(ok);
+  EXPECT_NE(m.find("'train.lr' must be a number, got [[[["), std::string::npos) << m;
+  EXPECT_LT(m.size(), 200u) << m;
+}
+
+// A 10 MB value is quoted by its first 60 characters and its size, not echoed whole.
+TEST(Config, LongValuesAreQuotedBriefly) {
+  const std::string big(10 << 20, 'x');
+  for (const std::string& config : {"{\"train\": {\"optimizer\": \"" + big + "\"}}",
+                                    "{\"train\": {\"lr\": \"" + big + "\"}}"}) {
+    const std::string m = create_error(config);
+    EXPECT_LT(m.size(), 300u) << m.substr(0, 300);
+    EXPECT_NE(m.find("\"" + std::string(60, 'x') + "\"... (10485760 bytes)"), std::string::npos) << m.substr(0, 300);
+  }
+}
+
+// A directory or a special file given as `model` is a config error naming the key and the path.
+TEST(Config, ModelThatIsNotAFileIsNamed) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  for (const auto& [path, what] : {std::pair<std::string, std::string>{dir, "is a directory"},
+                                   {"/dev/null/x.json", "no such file"},
+                                   {"/dev/zero", "is not a regular file"}}) {
+    const std::string m = create_error("{\"model\": \"" + path + "\"}");
+    EXPECT_NE(m.find("config key 'model'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'" + path + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find(what), std::string::npos) << m;
+  }
+}
+
 TEST(Config, UnknownKeyIsNamed) {
   EXPECT_NE(create_error(R"({"train": {"learning_rate": 0.1}})").find("'train.learning_rate'"), std::string::npos);
   EXPECT_NE(create_error(R"({"modle": "bert-tiny"})").find("'modle'"), std::string::npos);

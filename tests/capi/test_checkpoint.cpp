@@ -160,16 +160,50 @@ TEST(Checkpoint, ManagedDirectoryRetentionAndResume) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"ckpt_4.h5", "ckpt_5.h5", "ckpt_6.h5"}));
 
-  // Corrupt the newest: resume skips it (with a warning) and takes ckpt_5.
+  // Corrupt the newest: resume stops, naming it and why, and leaves the session and the file as
+  // they were (a resumed run would write ckpt_6.h5 over it).
+  const std::string corrupt = (dir / "ckpt_6.h5").string();
   {
-    std::fstream f(dir / "ckpt_6.h5", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(fs::file_size(dir / "ckpt_6.h5") / 2));
+    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(corrupt) / 2));
     f.write("garbage!garbage!", 16);
   }
   bert_session* r = create(config("", ckpt));
-  int64_t step = 0;
+  int64_t step = 123;
+  ASSERT_EQ(bert_checkpoint_resume(r, nullptr, &step), BERT_ERR_CHECKPOINT);
+  const std::string m = bert_last_error();
+  EXPECT_NE(m.find("1 checkpoint(s) fail verification and the newest valid one is '" + (dir / "ckpt_5.h5").string()),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("checkpoint '" + corrupt + "' is corrupt: checksum mismatch"), std::string::npos) << m;
+  EXPECT_NE(m.find("checkpoint.discard_invalid"), std::string::npos) << m;
+  EXPECT_EQ(step, 123);
+  EXPECT_TRUE(fs::exists(corrupt));
+  bert_step_result first;
+  bert_step_result_init(&first);
+  ASSERT_EQ(bert_step(r, nullptr, &first), BERT_OK) << bert_last_error();
+  EXPECT_EQ(first.step, 1) << "a refused resume changed the session";
+  bert_session_destroy(r);
+  // checkpoint.discard_invalid renames it aside and takes ckpt_5.
+  const std::string discard = "{\"dir\": \"" + dir.string() + "\", \"keep\": 2, \"keep_every\": 4, \"discard_invalid\": true}";
+  r = create(config("", discard));
   ASSERT_EQ(bert_checkpoint_resume(r, nullptr, &step), BERT_OK) << bert_last_error();
   EXPECT_EQ(step, 5);
+  EXPECT_FALSE(fs::exists(corrupt));
+  EXPECT_TRUE(fs::exists(corrupt + ".invalid"));
+  bert_session_destroy(r);
+  // With every checkpoint invalid, resume stops naming each (none is valid), never starting over.
+  for (const char* name : {"ckpt_4.h5", "ckpt_5.h5"}) {
+    std::fstream f(dir / name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(dir / name) / 2));
+    f.write("garbage!garbage!", 16);
+  }
+  r = create(config("", ckpt));
+  ASSERT_EQ(bert_checkpoint_resume(r, nullptr, &step), BERT_ERR_CHECKPOINT);
+  const std::string all = bert_last_error();
+  EXPECT_NE(all.find("2 checkpoint(s) fail verification and none of them is valid"), std::string::npos) << all;
+  for (const char* name : {"ckpt_4.h5", "ckpt_5.h5"}) {
+    EXPECT_NE(all.find("checkpoint '" + (dir / name).string() + "' is corrupt"), std::string::npos) << all;
+  }
   bert_session_destroy(r);
   bert_session* empty = create(config());
   const fs::path none = temp_dir("none");
@@ -186,6 +220,51 @@ TEST(Checkpoint, UnwritableDirIsReportedAtCreation) {
   std::string c = config("", "{\"dir\": \"/nonexistent/checkpoints\"}");
   EXPECT_EQ(bert_session_create(c.c_str(), nullptr, &s), BERT_ERR_CONFIG);
   EXPECT_NE(std::string(bert_last_error()).find("checkpoint.dir"), std::string::npos) << bert_last_error();
+}
+
+// A model with more tensors than BERT-large (48 layers: 784 tensors per group against 396) saves
+// and resumes bit-exact: its tensor index (over 64 KB, which HDF5 refuses as an attribute) is a
+// dataset, and so are the config and state.
+TEST(Checkpoint, MoreTensorsThanBertLargeResumeBitExact) {
+  const std::string deep = R"({"model": {"vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 48,
+      "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 32},
+      "train": {"micro_batch": 2, "steps": 6, "threads": 1, "lr": 0.01},
+      "data": {"max_seq_length": 16, "max_predictions_per_seq": 3}})";
+  const fs::path dir = temp_dir("deep");
+  const std::string path = (dir / "deep.h5").string();
+  bert_session* straight = create(deep);
+  std::vector<float> reference;
+  bert_step_result r;
+  bert_step_result_init(&r);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(bert_step(straight, nullptr, &r), BERT_OK) << bert_last_error();
+    reference.push_back(r.loss);
+    if (i == 1) {
+      ASSERT_EQ(bert_checkpoint(straight, path.c_str()), BERT_OK) << bert_last_error();
+    }
+  }
+  bert_session_destroy(straight);
+
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t index = H5Dopen2(f, "/metadata/index", H5P_DEFAULT);
+  ASSERT_GE(index, 0) << "no /metadata/index dataset";
+  hid_t type = H5Dget_type(index);
+  EXPECT_GT(H5Tget_size(type), size_t{64} << 10) << "the test no longer exceeds HDF5's attribute limit";
+  H5Tclose(type);
+  H5Dclose(index);
+  H5Fclose(f);
+
+  bert_session* resumed = create(deep);
+  ASSERT_EQ(bert_checkpoint_load(resumed, path.c_str()), BERT_OK) << bert_last_error();
+  std::vector<float> after;
+  for (int i = 2; i < 4; ++i) {
+    ASSERT_EQ(bert_step(resumed, nullptr, &r), BERT_OK) << bert_last_error();
+    after.push_back(r.loss);
+  }
+  bert_session_destroy(resumed);
+  expect_bitwise(std::vector<float>(reference.begin() + 2, reference.end()), after);
+  fs::remove_all(dir);
 }
 
 // Each corruption is refused with a message naming the problem; the session is unchanged.

@@ -59,6 +59,14 @@ TEST(Infer, OutputSizesFollowTheHead) {
     }
     EXPECT_EQ(bert_output_size(s, static_cast<bert_output>(7), B, S, &n), BERT_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(bert_last_error()).find("bert_output = 7"), std::string::npos);
+    // Longer than data.max_seq_length (bert_infer would refuse it), or more than fits: refused, never 0.
+    n = 123;
+    EXPECT_EQ(bert_output_size(s, BERT_OUTPUT_HIDDEN, 1 << 30, 1 << 29, &n), BERT_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(bert_last_error()).find("seq_length 536870912 exceeds data.max_seq_length"), std::string::npos)
+        << bert_last_error();
+    EXPECT_EQ(n, 123u);
+    ASSERT_EQ(bert_output_size(s, BERT_OUTPUT_HIDDEN, INT32_MAX, S, &n), BERT_OK);
+    EXPECT_EQ(n, size_t{INT32_MAX} * S * H);
     bert_session_destroy(s);
   }
 }

@@ -1,12 +1,13 @@
 """Checkpoint integrity, checked with h5py. The seal (an HDF5 userblock: CRC-32C and length of
 the whole file, checked before HDF5 parses it) follows its documented definition (recomputed by
 checkpoint_seal.py), h5py reads sealed files, and any edit breaks it. Behind the seal, the
-checksum attribute covers every attribute and tensor: an edited 'global_step' in the state
-attribute, or any of 20 random byte changes in the metadata attributes, of a resealed file is
-refused with a checksum error; that checksum is recomputed here from its definition (FNV-1a 64
-over the length-prefixed metadata strings, then each tensor's name, int64 shape and float32
-bytes). Files without a seal (written before seals) and format-1 files (tensor-only checksum)
-still load."""
+checksum attribute covers the metadata (engine_version attribute; config, state and index
+datasets under /metadata) and every tensor: an edited 'global_step' in the state, or any of 20
+random byte changes in the metadata, of a resealed file is refused with a checksum error; that
+checksum is recomputed here from its definition (format 3: CRC-32C over the length-prefixed
+metadata strings, then each tensor's name, int64 shape and float32 bytes). Files without a seal
+(written before seals), format-2 files (metadata in attributes, an FNV-1a 64 checksum) and
+format-1 files (tensor-only checksum) still load."""
 import json
 import random
 import struct
@@ -25,6 +26,7 @@ CONFIG = {"model": {"vocab_size": 64, "hidden_size": 16, "num_hidden_layers": 2,
                     "intermediate_size": 32, "max_position_embeddings": 32}, "train": {"steps": 10, "micro_batch": 2, "threads": 1},
           "data": {"max_seq_length": 16, "max_predictions_per_seq": 3}}
 METADATA = ("engine_version", "config", "state", "index")
+DATASETS = ("config", "state", "index")  # under /metadata from format 3 on; attributes before
 
 
 def fnv1a(chunks):
@@ -45,19 +47,41 @@ def set_text_attr(f, name, text):
     f.attrs.create(name, np.bytes_(text.encode()))
 
 
-def expected_checksum(path, with_metadata):
+def text_of(f, name):
+    """A metadata text of a format-3 file."""
+    return f["metadata/" + name][()].decode() if name in DATASETS else text_attr(f, name)
+
+
+def set_text(f, name, text):
+    if name not in DATASETS:
+        return set_text_attr(f, name, text)
+    del f["metadata/" + name]
+    f["metadata"].create_dataset(name, data=np.bytes_(text.encode()))
+
+
+def metadata_and_tensor_chunks(f, metadata):
+    chunks = []
+    for text in metadata:
+        data = text.encode()
+        chunks += [struct.pack("<Q", len(data)), data]
+    groups = [f["model"]] + ([f["optimizer/exp_avg"], f["optimizer/exp_avg_sq"]] if "optimizer" in f else [])
+    for group in groups:
+        for name in sorted(group.keys()):
+            t = group[name][()]
+            chunks += [name.encode(), np.array(t.shape, "<i8").tobytes(), t.astype("<f4").tobytes()]
+    return chunks
+
+
+def expected_checksum(path, version):
+    """Format 3: CRC-32C; 2: FNV-1a 64 over the same bytes (metadata as attributes); 1: FNV-1a 64, tensors only."""
     with h5py.File(path, "r") as f:
-        chunks = []
-        if with_metadata:
-            for name in METADATA:
-                data = text_attr(f, name).encode()
-                chunks += [struct.pack("<Q", len(data)), data]
-        groups = [f["model"]] + ([f["optimizer/exp_avg"], f["optimizer/exp_avg_sq"]] if "optimizer" in f else [])
-        for group in groups:
-            for name in sorted(group.keys()):
-                t = group[name][()]
-                chunks += [name.encode(), np.array(t.shape, "<i8").tobytes(), t.astype("<f4").tobytes()]
-        return fnv1a(chunks)
+        if version == 3:
+            crc = 0
+            for chunk in metadata_and_tensor_chunks(f, [text_of(f, name) for name in METADATA]):
+                crc = checkpoint_seal.crc32c(chunk, crc)
+            return crc
+        metadata = [text_attr(f, name) for name in METADATA] if version == 2 else []
+        return fnv1a(metadata_and_tensor_chunks(f, metadata))
 
 
 @pytest.fixture()
@@ -79,9 +103,10 @@ def load_error(path):
 
 def test_checksum_follows_its_documented_definition(checkpoint):
     with h5py.File(checkpoint, "r") as f:
-        assert int(f.attrs["format_version"]) == 2
+        assert int(f.attrs["format_version"]) == 3
+        assert set(f["metadata"].keys()) == set(DATASETS) and not set(DATASETS) & set(f.attrs.keys())
         stored = int(text_attr(f, "checksum"))
-    assert stored == expected_checksum(checkpoint, with_metadata=True)
+    assert stored == expected_checksum(checkpoint, version=3)
 
 
 def test_seal_follows_its_documented_definition(checkpoint):
@@ -91,17 +116,17 @@ def test_seal_follows_its_documented_definition(checkpoint):
     assert fields["crc32c"] == checkpoint_seal.crc32c(data[userblock:])
     with h5py.File(checkpoint, "r") as f:
         assert f.userblock_size == 512
-        state = json.loads(text_attr(f, "state"))
+        state = json.loads(text_of(f, "state"))
     assert fields["summary"] == {k: state[k] for k in ("run_id", "written_ns", "global_step")}
     assert checkpoint_seal.seal(data[userblock:], userblock, fields["summary"]) == data
 
 
 def test_edited_global_step_is_refused(checkpoint):
     with h5py.File(checkpoint, "r+") as f:
-        state = json.loads(text_attr(f, "state"))
+        state = json.loads(text_of(f, "state"))
         assert state["global_step"] == 3
         state["global_step"] = 9
-        set_text_attr(f, "state", json.dumps(state))
+        set_text(f, "state", json.dumps(state))
     message = load_error(checkpoint)
     assert f"checkpoint '{checkpoint}' is corrupt: " in message, message  # its length or CRC-32C
     checkpoint_seal.reseal(checkpoint)  # the checksum attribute behind the seal refuses it too
@@ -146,7 +171,7 @@ def test_file_without_a_seal_still_loads(checkpoint, tmp_path):
 def test_random_metadata_byte_changes_are_all_refused(checkpoint, tmp_path):
     rng = random.Random(3)
     with h5py.File(checkpoint, "r") as f:
-        original = {name: text_attr(f, name) for name in METADATA}
+        original = {name: text_of(f, name) for name in METADATA}
     refused = 0
     for trial in range(20):
         path = str(tmp_path / f"edited_{trial}.h5")
@@ -157,7 +182,7 @@ def test_random_metadata_byte_changes_are_all_refused(checkpoint, tmp_path):
         i = rng.randrange(len(text))
         text[i] = (text[i] + rng.randrange(1, 95)) % 95 + 32  # another printable character
         with h5py.File(path, "r+") as f:
-            set_text_attr(f, name, text.decode())
+            set_text(f, name, text.decode())
         checkpoint_seal.reseal(path)
         with Session(CONFIG) as s:
             try:
@@ -168,17 +193,35 @@ def test_random_metadata_byte_changes_are_all_refused(checkpoint, tmp_path):
     assert refused == 20
 
 
-def test_format_1_checkpoint_with_tensor_checksum_still_loads(checkpoint):
+def to_format(path, version):
+    """Rewrites a format-3 file as formats 2 and 1 were: the metadata as string attributes of the
+    root group, format_version and the FNV-1a 64 checksum of that format; resealed."""
+    with h5py.File(path, "r+") as f:
+        for name in DATASETS:
+            f.attrs.create(name, np.bytes_(f["metadata/" + name][()]))
+        del f["metadata"]
+        f.attrs["format_version"] = np.int64(version)
+        set_text_attr(f, "checksum", "0")
+    checksum = expected_checksum(path, version)
+    with h5py.File(path, "r+") as f:
+        set_text_attr(f, "checksum", str(checksum))
+    checkpoint_seal.reseal(path)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_earlier_formats_still_load(checkpoint, version):
     with Session(CONFIG) as s:
         s.checkpoint_load(checkpoint)
         expected = s.param_read("bert.pooler.dense.weight")
-    with h5py.File(checkpoint, "r+") as f:
-        f.attrs["format_version"] = np.int64(1) if f.attrs["format_version"].dtype.itemsize == 8 else np.int32(1)
-        set_text_attr(f, "checksum", str(expected_checksum(checkpoint, with_metadata=False)))
-    checkpoint_seal.reseal(checkpoint)
+    to_format(checkpoint, version)
     with Session(CONFIG) as s:
         s.checkpoint_load(checkpoint)
         assert np.array_equal(s.param_read("bert.pooler.dense.weight"), expected)
+    with h5py.File(checkpoint, "r+") as f:  # its own checksum still guards it
+        f["model/bert.pooler.dense.weight"][0, 0] += 1
+    checkpoint_seal.reseal(checkpoint)
+    message = load_error(checkpoint)
+    assert checkpoint in message and "checksum" in message, message
 
 
 def with_changes(train=None, data=None):

@@ -104,6 +104,34 @@ def test_export_loads_into_pytorch_with_the_same_loss(tmp_path):
         np.testing.assert_array_equal(value, tensors[name])
 
 
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "gelu_new"])
+def test_export_of_each_activation_loads_into_transformers(tmp_path, act):
+    """transformers itself loads the folder (from_pretrained: no missing or unexpected keys) and
+    computes the engine's losses; the tanh form is written as HF's "gelu_new"."""
+    transformers = pytest.importorskip("transformers")
+    cfg = H.make_config(model={"hidden_act": act})
+    session = Session(cfg)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        session.step(torch_bert.random_batch(rng, 8, H.SEQ, H.PRED, H.VOCAB))
+    ckpt, folder = str(tmp_path / "engine.h5"), tmp_path / "hf"
+    session.checkpoint(ckpt)
+    run("export-hf", ckpt, str(folder))
+    assert json.loads((folder / "config.json").read_text())["hidden_act"] == ("gelu" if act == "gelu" else "gelu_new")
+    model, info = transformers.BertForPreTraining.from_pretrained(str(folder), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    model = model.double().eval()
+    batch = torch_bert.random_batch(np.random.default_rng(9), 8, H.SEQ, H.PRED, H.VOCAB)
+    t = torch_bert.batch_tensors(batch)
+    labels = t["masked_lm_labels"].masked_fill(t["masked_lm_labels"] < 0, -100)  # DLE's -1 is HF's -100
+    with torch.no_grad():
+        out = model(input_ids=t["input_ids"], token_type_ids=t["token_type_ids"], attention_mask=t["attention_mask"],
+                    labels=labels, next_sentence_label=t["next_sentence_labels"])
+    engine = session.eval(batch)
+    total = engine["mlm_loss"] + engine["nsp_loss"]
+    assert abs(total - out.loss.item()) <= 1e-5 * abs(out.loss.item()), (total, out.loss.item())
+
+
 def dle_names(state):
     """Renames an HF state dict the way NVIDIA DLE checkpoints spell it."""
     out = {}
@@ -204,7 +232,7 @@ def test_dle_vocabulary_padding_is_removed_and_tanh_gelu_named(tmp_path):
     assert "is tied to (equal to) the word embeddings" in out
     import h5py
     with h5py.File(tmp_path / "dle.h5", "r") as f:
-        assert json.loads(f.attrs["config"])["model"]["hidden_act"] == "gelu_tanh"
+        assert json.loads(f["metadata/config"][()])["model"]["hidden_act"] == "gelu_tanh"
         assert f["model/bert.embeddings.word_embeddings.weight"].shape == (VOCAB, 64)
 
     tanh_cfg = H.make_config(model={"hidden_act": "gelu_tanh", "vocab_size": VOCAB})

@@ -197,6 +197,7 @@ def test_predictions_equal_hugging_face(tmp_path, version, threshold):
     for k, f in enumerate(features):  # every window of every fourth question: a high [CLS] score
         if f.example_index % 4 == 0:
             logits[k, :, 0] += 9
+        logits[k, :, len(f.tokens):] = -1e4  # padding: below every real position (the engine ranks real ones only)
     logits.tofile(tmp_path / "logits.f32")
     results = [SquadResult(f.unique_id, logits[k, 0].tolist(), logits[k, 1].tolist()) for k, f in enumerate(features)]
     hf_dir, our_dir = tmp_path / "hf", tmp_path / "ours"
@@ -228,6 +229,40 @@ def test_predictions_equal_hugging_face(tmp_path, version, threshold):
         assert "" in theirs.values()
     else:
         assert not (our_dir / "null_odds.json").exists()
+
+
+def test_padding_never_crowds_negative_logits_out_of_the_n_best(tmp_path):
+    """bert_infer writes 0 at the padding. With every real logit negative (a bias of -30, which
+    changes no argmax) ranking the padding filled the n-best and answered "empty"; only the
+    window's real positions are ranked, so the answers equal HF's on the same real logits."""
+    paras = paragraphs()
+    vocab = vocab_file(tmp_path, paras)
+    path = tmp_path / "dev.json"
+    squad_file(path, paras, seed=12, v2=False)
+    config = CONFIGS["dle"]
+    examples, features, tokenizer = hf_features(path, vocab, False, False, config)
+    rng = np.random.default_rng(6)
+    logits = (rng.normal(0, 2, (len(features), 2, config[0])) - 30).astype(np.float32)
+    theirs_logits = logits.copy()
+    for k, f in enumerate(features):
+        logits[k, :, len(f.tokens):] = 0  # as bert_infer writes the padding
+        theirs_logits[k, :, len(f.tokens):] = -1e4
+    logits.tofile(tmp_path / "logits.f32")
+    results = [SquadResult(f.unique_id, theirs_logits[k, 0].tolist(), theirs_logits[k, 1].tolist())
+               for k, f in enumerate(features)]
+    hf_dir, our_dir = tmp_path / "hf", tmp_path / "ours"
+    hf_dir.mkdir()
+    our_dir.mkdir()
+    compute_predictions_logits(examples, features, results, 20, 30, True, str(hf_dir / "predictions.json"),
+                               str(hf_dir / "nbest_predictions.json"), None, False, False, 0.0, tokenizer)
+    result = subprocess.run([TOOL, "predict", str(path), vocab, str(tmp_path / "logits.f32"), *map(str, config), "20",
+                             "30", "0", str(our_dir)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    theirs = json.loads((hf_dir / "predictions.json").read_text())
+    ours = json.loads((our_dir / "predictions.json").read_text())
+    empty = sum(1 for t in ours.values() if t == "empty")
+    assert empty == 0, f"{empty} of {len(ours)} answers 'empty'"
+    assert list(ours.items()) == list(theirs.items())
 
 
 def write_bad(tmp_path, doc, raw=None):

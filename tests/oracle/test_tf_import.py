@@ -143,7 +143,7 @@ def test_tf_slots_become_adam_moments_and_inspect_shows_the_mapping(tf_checkpoin
     variables = tf_checkpoint["variables"]
     run(BERT_CKPT, "import", tf_checkpoint["prefix"], tmp_path / "tf.h5")  # the prefix works too
     with h5py.File(tmp_path / "tf.h5", "r") as f:
-        assert json.loads(f.attrs["state"])["source_global_step"] == STEP
+        assert json.loads(f["metadata/state"][()])["source_global_step"] == STEP
         kernel = "bert/encoder/layer_1/intermediate/dense/kernel"
         np.testing.assert_array_equal(f["optimizer/exp_avg/bert.encoder.layer.1.intermediate.dense.weight"][()],
                                       variables[kernel + "/adam_m"].T)

@@ -76,7 +76,7 @@ def test_two_ranks_draw_the_same_bin_at_every_step(shards):
     run(which("mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", 2, TRAIN, write_config(tmp / "bins.json", cfg),
         "--quiet")
     with h5py.File(tmp / "ck" / "final.h5", "r") as f:
-        cursors = [json.loads(c) for c in json.loads(f.attrs["state"])["data_cursors"]]
+        cursors = [json.loads(c) for c in json.loads(f["metadata/state"][()])["data_cursors"]]
     assert len(cursors) == 2 and cursors[0]["kind"] == "length_bins"
     assert cursors[0]["draws"] == cursors[1]["draws"] == 24
     assert cursors[0]["taken"] == cursors[1]["taken"] and sum(1 for t in cursors[0]["taken"] if t) >= 2

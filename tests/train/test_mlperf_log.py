@@ -52,7 +52,7 @@ def check(checker, log, tmp_path):
                           capture_output=True, text=True, timeout=300)
 
 
-def mlperf_run(tmp_path, steps, name):
+def mlperf_run(tmp_path, steps, name, expect_status=0):
     corpus = dominant_word_corpus(tmp_path / "corpus.txt")
     train_dir, eval_dir = make_shards(tmp_path, corpus)
     (tmp_path / name).mkdir()
@@ -64,7 +64,9 @@ def mlperf_run(tmp_path, steps, name):
                     "max_predictions_per_seq": 5},
            "checkpoint": {"dir": str(tmp_path / name)},
            "log": {"mlperf": str(log), "submission_org": "bertengine-tests", "submission_platform": "cpu"}}
-    out = run(TRAIN, write_config(tmp_path / f"{name}.json", cfg), "--quiet").stdout
+    p = run(TRAIN, write_config(tmp_path / f"{name}.json", cfg), "--quiet", check=False)
+    assert p.returncode == expect_status, p.stdout + p.stderr
+    out = p.stdout
     events = [json.loads(line[len(":::MLLOG "):]) for line in open(log)]
     return out, log, events
 
@@ -91,7 +93,7 @@ def test_a_run_that_reaches_the_target_passes_the_checker(checker, tmp_path):
 
 
 def test_a_run_that_misses_the_target_is_aborted_and_fails_the_checker(checker, tmp_path):
-    out, log, events = mlperf_run(tmp_path, 2, "missed")
+    out, log, events = mlperf_run(tmp_path, 2, "missed", expect_status=3)  # bert-train's documented code
     assert "not reached" in out, out
     assert [e["metadata"]["status"] for e in events if e["key"] == "run_stop"] == ["aborted"]
     p = check(checker, log, tmp_path)

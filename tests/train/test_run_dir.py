@@ -23,7 +23,7 @@ def config(tmp_path, name, steps=12):
 
 def run_id(path):
     with h5py.File(path, "r") as f:
-        return json.loads(f.attrs["state"])["run_id"]
+        return json.loads(f["metadata/state"][()])["run_id"]
 
 
 def test_a_fresh_run_refuses_a_used_directory_and_overwrite_moves_it_aside(tmp_path):

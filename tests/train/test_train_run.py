@@ -196,5 +196,7 @@ def test_every_recipe_is_a_valid_config(name, shards, tmp_path):
     for key in ("metrics", "mlperf"):
         if key in cfg.get("log", {}):
             cfg["log"][key] = str(tmp_path / key)
-    p = run(TRAIN, write_config(tmp_path / name, cfg), "--quiet")
-    assert "done: 3 steps" in p.stdout or "reached at step" in p.stdout, p.stdout
+    p = run(TRAIN, write_config(tmp_path / name, cfg), "--quiet", check=False)
+    assert "done: 3 steps" in p.stdout or "reached at step" in p.stdout, p.stdout + p.stderr
+    missed = "not reached" in p.stdout  # a target 3 steps miss: the run is complete, bert-train says so with 3
+    assert p.returncode == (3 if missed else 0) and (not missed or t.get("target_mlm_accuracy", 0) > 0), p.stdout

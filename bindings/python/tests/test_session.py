@@ -204,9 +204,15 @@ def test_engine_message_with_invalid_utf8(tiny, tmp_path):
 
 def test_engine_warnings_reach_logging(tiny, tmp_path, caplog):
     (tmp_path / "ckpt_5.h5").write_bytes(b"not a checkpoint")
-    with bertengine.Session(tiny) as s, caplog.at_level(logging.WARNING, logger="bertengine"):
+    with bertengine.Session(tiny) as s:
+        with pytest.raises(bertengine.CheckpointError) as e:  # never resumed over, never written over
+            s.resume(tmp_path)
+    assert "ckpt_5.h5" in e.value.message and (tmp_path / "ckpt_5.h5").exists()
+    discarding = {**tiny, "checkpoint": {"discard_invalid": True}}
+    with bertengine.Session(discarding) as s, caplog.at_level(logging.WARNING, logger="bertengine"):
         assert s.resume(tmp_path) == -1
     assert any("ckpt_5.h5" in r.getMessage() for r in caplog.records if r.name == "bertengine")
+    assert (tmp_path / "ckpt_5.h5.invalid").exists()
 
 
 def test_abort_then_continue(tiny):
