@@ -20,8 +20,10 @@ std::unique_ptr<EvalSet> EvalSet::from_shards(const std::string& path, const Sha
     set->samples_ += static_cast<int64_t>(s.size());
     set->shards_.push_back(std::move(s));
   }
-  if (max_samples > 0) set->samples_ = std::min(set->samples_, max_samples);
   BERT_CHECK(set->samples_ > 0, Code::data, "no evaluation samples in '", path, "'");
+  BERT_CHECK(set->samples_ >= max_samples, Code::config, "config key 'data.eval_samples' = ", max_samples,
+             " but data.eval_dir '", path, "' holds ", set->samples_, " sequences");
+  if (max_samples > 0) set->samples_ = max_samples;
   return set;
 }
 

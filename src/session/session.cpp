@@ -104,10 +104,12 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
   return c.data.length_bins ? make_length_bin_source(o) : make_shard_source(o);
 }
 
-// The evaluation set: data.eval_dir (all of it, or data.eval_samples sequences), or
-// data.eval_batches seeded synthetic batches.
+// The evaluation set: data.eval_dir (all of it, or data.eval_samples sequences), whatever the
+// training data; without one, data.eval_batches seeded synthetic batches of synthetic training data.
 std::unique_ptr<EvalSet> make_eval_set(const SessionConfig& c) {
-  if (c.data.source == "synthetic") {
+  if (c.data.eval_dir.empty()) {
+    BERT_CHECK(c.data.source == "synthetic", Code::config,
+               "evaluation needs data.eval_dir (the training data comes from data.train_dir)");
     std::unique_ptr<DataSource> source = make_synthetic_source(synthetic_options(c, c.train.seed ^ kEvalSeedMask));
     return EvalSet::from_source(*source, c.data.eval_batches, c.train.micro_batch);
   }
@@ -215,6 +217,10 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   if (!config_.train.init_checkpoint.empty()) {
     init = read_checkpoint(config_.train.init_checkpoint);
     load_weights(*init, config_.train.init_checkpoint);
+  }
+  std::error_code ec;
+  if (!config_.data.eval_dir.empty() && !fs::is_directory(config_.data.eval_dir, ec)) {
+    fail(Code::config, "config key 'data.eval_dir': directory '", config_.data.eval_dir, "' does not exist");
   }
   if (!config_.checkpoint.dir.empty()) {
     try {

@@ -249,7 +249,7 @@ int run(const std::string& config_path) {
   const int log_every = train.value("log_every", 10);
   const int eval_batch = get<int>(ft, "eval_batch", 64);
   int64_t step = 0;
-  int status = 0;
+  int status = 0, epochs_run = 0;
   for (int epoch = 1; epoch <= epochs && status == 0; ++epoch) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
     std::mt19937_64 rng(train.value("seed", 12345) + epoch);
@@ -290,12 +290,18 @@ int run(const std::string& config_path) {
     std::printf("epoch %d eval %s (%.1f seq/s)\n", epoch, metrics.c_str(), secs > 0 ? data.dev_count / secs : 0.0);
     const std::string path = out_dir + "/epoch_" + std::to_string(epoch) + ".h5";
     if (failed(bert_checkpoint(s, path.c_str()), "bert_checkpoint")) status = 1;
+    epochs_run = epoch;
     std::fflush(stdout);
     if (step >= run_steps) break;
   }
   if (status == 0) {
-    const std::string final_path = out_dir + "/final.h5";
-    if (failed(bert_checkpoint(s, final_path.c_str()), "bert_checkpoint")) status = 1;
+    // The last epoch's checkpoint holds the final state: final.h5 is a second name for it (a
+    // BERT-large state is 4 GB), written anew only where the file system cannot link.
+    const std::string final_path = out_dir + "/final.h5", last_path = out_dir + "/epoch_" + std::to_string(epochs_run) + ".h5";
+    std::error_code ec;
+    std::filesystem::remove(final_path, ec);
+    std::filesystem::create_hard_link(last_path, final_path, ec);
+    if (ec && failed(bert_checkpoint(s, final_path.c_str()), "bert_checkpoint")) status = 1;
     else std::printf("saved %s\n", final_path.c_str());
   }
   bert_session_destroy(s);

@@ -109,6 +109,7 @@ class PhaseRun {
  private:
   bool setup();
   bool leader_setup();
+  bool open_mlperf_log();
   bool eval_due(long long step) const;
   bool evaluate(long long step, bert_eval_result& e);
   void log_mlperf_header();
@@ -143,7 +144,6 @@ class PhaseRun {
   double loss_sum_ = 0, mlm_sum_ = 0, nsp_sum_ = 0, window_seconds_ = 0;
   long long window_steps_ = 0, window_sequences_ = 0, window_skipped_ = 0;
   double window_tokens_ = 0;
-  bool eval_samples_logged_ = false;
   long long block_first_samples_ = 0, block_samples_ = 0;
   bool in_block_ = false;
 
@@ -183,19 +183,43 @@ bool PhaseRun::leader_setup() {
     std::fprintf(stderr, "error: --loss-log: cannot open '%s' for writing\n", options_.loss_log_path.c_str());
     return false;
   }
-  const nlohmann::json& log = resolved_["log"];
-  for (const char* key : {"metrics", "mlperf"}) {
-    const std::string path = log[key].get<std::string>();
-    if (!(key == std::string("metrics") ? metrics_.open(path) : mlperf_.open(path))) {
-      std::fprintf(stderr, "error: config key 'log.%s': cannot open '%s' for writing\n", key, path.c_str());
-      return false;
-    }
+  const std::string metrics = resolved_["log"]["metrics"].get<std::string>();
+  if (!metrics_.open(metrics)) {
+    std::fprintf(stderr, "error: config key 'log.metrics': cannot open '%s' for writing\n", metrics.c_str());
+    return false;
+  }
+  return true;
+}
+
+// MLPerf's init_start precedes building the model, so rank 0 (as its launcher numbers it) opens
+// log.mlperf before the session exists: a fresh run starts a new log, --resume continues the
+// run's own (one header for all its parts).
+bool PhaseRun::open_mlperf_log() {
+  if (bert_tools::launcher_rank() != 0) return true;
+  const nlohmann::json config = nlohmann::json::parse(text_, nullptr, false);  // the session reports bad JSON
+  if (!config.is_object() || !config.contains("log") || !config["log"].is_object()) return true;
+  const nlohmann::json path = config["log"].value("mlperf", nlohmann::json());
+  if (!path.is_string()) return true;
+  std::string moved, error;
+  if (!mlperf_.open(path.get<std::string>(), options_.resume, &moved, &error)) {
+    std::fprintf(stderr, "error: config key 'log.mlperf': %s\n", error.c_str());
+    return false;
+  }
+  if (!moved.empty()) std::printf("log.mlperf: the previous run's log was moved to %s\n", moved.c_str());
+  if (!mlperf_.continued()) {
+    // The page cache is the launcher's to clear (it needs root); the key records that it was not done here.
+    mlperf_.event("cache_clear", false);
+    mlperf_.event("init_start");
   }
   return true;
 }
 
 bool PhaseRun::setup() {
   if (!options_.quiet) bert_set_log_callback(log_to_stderr, nullptr);
+  if (!open_mlperf_log()) {
+    exit_code_ = 2;
+    return false;
+  }
   if (failed(bert_session_create(text_.c_str(), nullptr, &session_), config_path_.c_str())) return false;
   int rank = 0;
   bert_session_rank(session_, &rank, &world_, nullptr);
@@ -262,14 +286,11 @@ bool PhaseRun::setup() {
 
 // The keys and hyperparameters MLPerf Training's BERT rules require before run_start.
 void PhaseRun::log_mlperf_header() {
-  if (!mlperf_.enabled()) return;
+  if (!mlperf_.enabled() || mlperf_.continued()) return;
   const nlohmann::json& t = resolved_["train"];
   const nlohmann::json& log = resolved_["log"];
   std::string platform = log["submission_platform"].get<std::string>();
   if (platform.empty()) platform = std::to_string(world_) + "x" + resolved_["device"].get<std::string>();
-  // The page cache is the launcher's to clear (it needs root); the key records that it was not done here.
-  mlperf_.event("cache_clear", false);
-  mlperf_.event("init_start");
   mlperf_.event("submission_benchmark", "bert");
   mlperf_.event("submission_org", log["submission_org"]);
   mlperf_.event("submission_division", log["submission_division"]);
@@ -314,10 +335,7 @@ bool PhaseRun::evaluate(long long step, bert_eval_result& e) {
   if (failed(bert_eval(session_, nullptr, &e), "bert_eval")) return false;
   const double seconds = seconds_since(t0);
   mlperf_.event("eval_stop", nullptr, {{"epoch_num", samples}});
-  if (!eval_samples_logged_) {
-    mlperf_.event("eval_samples", e.sequences);
-    eval_samples_logged_ = true;
-  }
+  if (!mlperf_.logged("eval_samples")) mlperf_.event("eval_samples", e.sequences);
   mlperf_.event("eval_accuracy", e.mlm_accuracy, {{"epoch_num", samples}});
   metrics_.log(nlohmann::json::array({phase_, step}),
                {{"samples", samples},
@@ -379,7 +397,7 @@ void PhaseRun::log_progress(long long step, const bert_step_result& r) {
 Outcome PhaseRun::run() {
   if (!setup()) return fail(exit_code_ ? exit_code_ : 1);
   run_start_ = Clock::now();
-  mlperf_.event("run_start");
+  if (!mlperf_.logged("run_start")) mlperf_.event("run_start");
   block_first_samples_ = (first_step_ - 1) * global_batch_;
   block_samples_ = eval_every_ > 0 ? eval_every_ * global_batch_
                    : eval_every_samples_ > 0 ? eval_every_samples_ : (total_ - first_step_ + 1) * global_batch_;
@@ -432,6 +450,7 @@ Outcome PhaseRun::run() {
         return fail(1);
       }
     }
+    if (stopping || budget_spent) block_stop(step * global_batch_);  // the next part of the run starts the next block
     if (stopping) {
       if (leader_) {
         std::printf("\nstopped by signal %d at step %lld%s\n", static_cast<int>(stop_signal), step,
@@ -457,7 +476,7 @@ Outcome PhaseRun::run() {
 Outcome PhaseRun::finish(Outcome outcome, long long step) {
   const double time_to_train = seconds_since(run_start_);
   const bool success = outcome != Outcome::target_missed;
-  if (!eval_samples_logged_) mlperf_.event("eval_samples", 0);
+  if (!mlperf_.logged("eval_samples")) mlperf_.event("eval_samples", 0);
   mlperf_.event("train_samples", step * global_batch_);
   block_stop(step * global_batch_);
   mlperf_.event("run_stop", nullptr, {{"status", success ? "success" : "aborted"}, {"epoch_num", step * global_batch_}});

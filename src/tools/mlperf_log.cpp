@@ -1,13 +1,66 @@
-// MlperfLog: one ":::MLLOG" line per event, flushed at once (the log must survive a crash).
+// MlperfLog: one ":::MLLOG" line per event, flushed at once (the log must survive a crash); one
+// run per file, continued across the parts of a split run.
 #include "mlperf_log.h"
 
 #include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 
 namespace bert_tools {
 
-bool MlperfLog::open(const std::string& path) {
+namespace {
+
+// The keys of the last run in the log at `path` that started (run_start) and did not stop.
+std::set<std::string> unfinished_run_keys(const std::string& path) {
+  std::set<std::string> keys;
+  std::ifstream in(path);
+  std::string line;
+  bool started = false;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(":::MLLOG ");
+    if (at == std::string::npos) continue;
+    const nlohmann::json record = nlohmann::json::parse(line.substr(at + 9), nullptr, false);
+    if (!record.is_object() || !record.contains("key") || !record["key"].is_string()) continue;
+    const std::string key = record["key"];
+    if (key == "init_start") keys.clear();
+    keys.insert(key);
+    if (key == "run_start") started = true;
+    if (key == "run_stop") started = false;
+  }
+  return started ? keys : std::set<std::string>{};
+}
+
+std::string utc_stamp() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  return stamp;
+}
+
+}  // namespace
+
+bool MlperfLog::open(const std::string& path, bool continue_run, std::string* moved_to, std::string* error) {
   if (path.empty()) return true;
+  std::error_code ec;
+  if (continue_run) {
+    logged_ = unfinished_run_keys(path);
+    continued_ = !logged_.empty();
+  }
+  if (!continued_ && std::filesystem::file_size(path, ec) > 0 && !ec) {
+    std::string aside = path + "." + utc_stamp();
+    for (int n = 2; std::filesystem::exists(aside, ec); ++n) aside = path + "." + utc_stamp() + "-" + std::to_string(n);
+    std::filesystem::rename(path, aside, ec);
+    if (ec) {
+      *error = "cannot move the previous run's log '" + path + "' to '" + aside + "': " + ec.message();
+      return false;
+    }
+    *moved_to = aside;
+  }
   file_ = std::fopen(path.c_str(), "a");
+  if (!file_) *error = "cannot open '" + path + "' for writing";
   return file_ != nullptr;
 }
 
@@ -33,6 +86,7 @@ void MlperfLog::event(const std::string& key, const nlohmann::json& value, const
       {"value", value},
       {"metadata", m}};
   std::fprintf(file_, ":::MLLOG %s\n", record.dump().c_str());
+  logged_.insert(key);
   std::fflush(file_);
 }
 

@@ -89,6 +89,13 @@ TEST(Config, ModelThatIsNotAFileIsNamed) {
   }
 }
 
+// An evaluation directory is evaluated whatever the training data is, so a missing one is refused
+// at creation (a session used to evaluate 32 synthetic sequences instead).
+TEST(Config, MissingEvalDirIsNamed) {
+  const std::string m = create_error(R"({"model": "bert-tiny", "data": {"eval_dir": "/nonexistent/eval"}})");
+  EXPECT_NE(m.find("config key 'data.eval_dir': directory '/nonexistent/eval' does not exist"), std::string::npos) << m;
+}
+
 TEST(Config, UnknownKeyIsNamed) {
   EXPECT_NE(create_error(R"({"train": {"learning_rate": 0.1}})").find("'train.learning_rate'"), std::string::npos);
   EXPECT_NE(create_error(R"({"modle": "bert-tiny"})").find("'modle'"), std::string::npos);

@@ -154,13 +154,22 @@ def test_finetune_and_predict_a_learnable_task(tmp_path):
                         "output_dir": str(tmp_path / "out")}}
     (tmp_path / "ft.json").write_text(json.dumps(cfg))
     out = run(FINETUNE, str(tmp_path / "ft.json"))
-    assert "fine-tuning sst-2: 256 train / 64 dev examples (dev.tsv), 96 steps of 16 sequences (6 epochs)" in out
+    assert "fine-tuning sst-2: 256 train / 64 dev examples (dev.tsv), 96 steps of 16 sequences (6 epochs of 16 steps)" in out
     accs = [float(a) for a in re.findall(r"epoch \d eval dev.tsv \(64 examples\): accuracy ([\d.]+) \([\d.]+ seq/s\)", out)]
     assert len(accs) == 6 and accs[0] < 0.8 and accs[-1] >= 0.95, out
     losses = [float(v) for v in re.findall(r"loss ([\d.]+)", out)]
     assert losses[-1] < losses[0] / 3, out
     for name in ("epoch_1.h5", "epoch_6.h5", "final.h5"):
         assert (tmp_path / "out" / name).exists()
+    assert os.path.samefile(tmp_path / "out" / "final.h5", tmp_path / "out" / "epoch_6.h5")  # the last epoch's, linked
+
+    # train.steps bounds the run (DLE's --max_steps) and is the schedule's length.
+    cfg["train"]["steps"] = 5
+    cfg["finetune"]["output_dir"] = str(tmp_path / "short")
+    (tmp_path / "short.json").write_text(json.dumps(cfg))
+    short = run(FINETUNE, str(tmp_path / "short.json"))
+    assert "5 steps of 16 sequences (6 epochs of 16 steps, cut at train.steps)" in short and "step 5/5" in short, short
+    assert sorted(p.name for p in (tmp_path / "short").iterdir()) == ["epoch_1.h5", "final.h5"]
 
     pred = run(PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "sst-2", "--vocab", str(vocab),
                "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "pred.tsv"), "--max-seq-length", "24")

@@ -52,10 +52,13 @@ def check(checker, log, tmp_path):
                           capture_output=True, text=True, timeout=300)
 
 
-def mlperf_run(tmp_path, steps, name, expect_status=0):
-    corpus = dominant_word_corpus(tmp_path / "corpus.txt")
-    train_dir, eval_dir = make_shards(tmp_path, corpus)
-    (tmp_path / name).mkdir()
+def mlperf_run(tmp_path, steps, name, expect_status=0, parts=((),)):
+    """bert-train on a config of `steps` steps, once per entry of `parts` (the extra arguments of
+    each invocation); returns the last one's stdout, the log and its events."""
+    if not (tmp_path / "corpus.txt").exists():
+        make_shards(tmp_path, dominant_word_corpus(tmp_path / "corpus.txt"))
+    train_dir, eval_dir = tmp_path / "shards" / "train", tmp_path / "shards" / "eval"
+    (tmp_path / name).mkdir(exist_ok=True)
     log = tmp_path / f"{name}.log"
     cfg = {"model": tiny_model(),
            "train": {"micro_batch": 16, "global_batch": 32, "steps": steps, "lr": 0.02, "warmup_proportion": 0.05,
@@ -64,7 +67,9 @@ def mlperf_run(tmp_path, steps, name, expect_status=0):
                     "max_predictions_per_seq": 5},
            "checkpoint": {"dir": str(tmp_path / name)},
            "log": {"mlperf": str(log), "submission_org": "bertengine-tests", "submission_platform": "cpu"}}
-    p = run(TRAIN, write_config(tmp_path / f"{name}.json", cfg), "--quiet", check=False)
+    config = write_config(tmp_path / f"{name}.json", cfg)
+    for extra in parts:
+        p = run(TRAIN, config, "--quiet", *extra, check=False)
     assert p.returncode == expect_status, p.stdout + p.stderr
     out = p.stdout
     events = [json.loads(line[len(":::MLLOG "):]) for line in open(log)]
@@ -90,6 +95,37 @@ def test_a_run_that_reaches_the_target_passes_the_checker(checker, tmp_path):
     assert [e["event_type"] for e in events if e["key"] in ("run_start", "run_stop")] == ["INTERVAL_START", "INTERVAL_END"]
     p = check(checker, log, tmp_path)
     assert p.returncode == 0 and "SUCCESS" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_a_split_run_keeps_one_log_that_passes_the_checker(checker, tmp_path):
+    """--steps-this-run, then --resume twice: one header, one run_start and run_stop, the blocks
+    split where the run was; then a fresh run (--overwrite) starts a new log, the old one moved aside."""
+    out, log, events = mlperf_run(tmp_path, 200, "split", parts=(("--steps-this-run", 3), ("--resume", "--steps-this-run", 4),
+                                                                 ("--resume",)))
+    assert "target mlm accuracy 0.7200 reached" in out, out
+    keys = [e["key"] for e in events]
+    for key in ("init_start", "init_stop", "run_start", "run_stop", "submission_benchmark", "global_batch_size"):
+        assert keys.count(key) == 1, (key, keys)
+    assert keys.count("block_start") == keys.count("block_stop"), keys
+    p = check(checker, log, tmp_path)
+    assert p.returncode == 0 and "SUCCESS" in p.stdout + p.stderr, p.stdout + p.stderr
+    out, log, events = mlperf_run(tmp_path, 2, "split", expect_status=3, parts=(("--overwrite",),))
+    assert "log.mlperf: the previous run's log was moved to" in out, out
+    assert [e["key"] for e in events].count("init_start") == 1
+    aside = [f for f in os.listdir(tmp_path) if f.startswith("split.log.")]
+    assert len(aside) == 1 and check(checker, tmp_path / aside[0], tmp_path).returncode == 0, aside
+
+
+def test_init_start_precedes_building_the_model(tmp_path):
+    """init_start is logged before the session exists: a config the session refuses leaves a log
+    holding init_start and nothing after it."""
+    (tmp_path / "ckpt").mkdir()
+    log = tmp_path / "bad.log"
+    cfg = {"model": tiny_model(), "train": {"steps": 2, "micro_batch": 0}, "checkpoint": {"dir": str(tmp_path / "ckpt")},
+           "log": {"mlperf": str(log)}}
+    p = run(TRAIN, write_config(tmp_path / "bad.json", cfg), check=False)
+    assert p.returncode != 0 and "train.micro_batch" in p.stderr, p.stderr
+    assert [json.loads(line[len(":::MLLOG "):])["key"] for line in open(log)] == ["cache_clear", "init_start"]
 
 
 def test_a_run_that_misses_the_target_is_aborted_and_fails_the_checker(checker, tmp_path):

@@ -189,6 +189,8 @@ def test_every_recipe_is_a_valid_config(name, shards, tmp_path):
         t["global_batch"] = 8
     if "eval_every_samples" in t:
         t["eval_every_samples"] = 8
+    if "eval_samples" in d:
+        d["eval_samples"] = 8
     d.update({"train_dir": str(shards[0]), "eval_dir": str(shards[1]), "max_seq_length": 32, "max_predictions_per_seq": 5,
               "format": "auto"})
     cfg["checkpoint"]["dir"] = str(tmp_path / "ckpt")
