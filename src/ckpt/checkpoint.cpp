@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 
 #include "ckpt/checkpoint_seal.h"
@@ -171,26 +173,33 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* data) {
   return 0;
 }
 
-CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::string& file) {
+// The shape of a floating-point dataset of `group`.
+std::vector<int64_t> dataset_shape(hid_t group, const std::string& name, const std::string& file) {
   Hdf5Id set(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT), Code::checkpoint, file), H5Dclose);
   Hdf5Id type(H5_CHECK(H5Dget_type(set.get()), Code::checkpoint, file), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_FLOAT) {
     fail(Code::checkpoint, "checkpoint '", file, "' tensor '", name, "' is not a floating-point dataset");
   }
   Hdf5Id space(H5_CHECK(H5Dget_space(set.get()), Code::checkpoint, file), H5Sclose);
-  int ndim = H5_CHECK(H5Sget_simple_extent_ndims(space.get()), Code::checkpoint, file);
+  const int ndim = H5_CHECK(H5Sget_simple_extent_ndims(space.get()), Code::checkpoint, file);
   std::vector<hsize_t> dims(ndim);
   H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), Code::checkpoint, file);
-  CheckpointTensor t;
-  size_t n = 1;
-  for (hsize_t d : dims) {
-    t.shape.push_back(static_cast<int64_t>(d));
-    n *= d;
-  }
-  t.data.resize(n);
-  if (H5Dread(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()) < 0) {
+  return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+// Reads the whole float dataset `name` of `group` into `out`.
+void read_values(hid_t group, const std::string& name, const std::string& file, float* out) {
+  Hdf5Id set(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT), Code::checkpoint, file), H5Dclose);
+  if (H5Dread(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
     fail(Code::checkpoint, "checkpoint '", file, "' tensor '", name, "' cannot be read (truncated or corrupt file)");
   }
+}
+
+CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::string& file) {
+  CheckpointTensor t;
+  t.shape = dataset_shape(group, name, file);
+  t.data.resize(static_cast<size_t>(elems_of(t.shape)));
+  read_values(group, name, file, t.data.data());
   return t;
 }
 
@@ -370,7 +379,16 @@ nlohmann::json read_checkpoint_summary(const std::string& path) {
   }
 }
 
-CheckpointContents read_checkpoint(const std::string& path) {
+namespace {
+
+// How a group's tensors are read (into the contents' maps, or straight into flat buffers);
+// returns views of what was read, for the index and checksum checks.
+using GroupReader = std::function<TensorViews(hid_t parent, const char* group)>;
+
+// Reads and verifies the file at `path`: seal, format, metadata, the tensors through the
+// readers (the optimizer's only when the file has them; `need_optimizer` refuses a file without),
+// the index and the checksum.
+CheckpointContents read_verified(const std::string& path, const GroupReader& read_tensors, bool need_optimizer) {
   check_exists(path);
   CheckpointContents c;
   c.sealed = read_seal(path, true).has_value();  // nothing of HDF5 runs before this check
@@ -392,11 +410,15 @@ CheckpointContents read_checkpoint(const std::string& path) {
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state': ", e.what());
   }
   if (H5Lexists(file.get(), "model", H5P_DEFAULT) <= 0) fail(Code::checkpoint, "checkpoint '", path, "' has no /model group");
-  c.model = read_group(file.get(), "model", path);
+  const TensorViews model = read_tensors(file.get(), "model");
+  TensorViews exp_avg, exp_avg_sq;
   if (H5Lexists(file.get(), "optimizer", H5P_DEFAULT) > 0) {
     Hdf5Id opt(H5_CHECK(H5Gopen2(file.get(), "optimizer", H5P_DEFAULT), Code::checkpoint, path), H5Gclose);
-    c.exp_avg = read_group(opt.get(), "exp_avg", path);
-    c.exp_avg_sq = read_group(opt.get(), "exp_avg_sq", path);
+    exp_avg = read_tensors(opt.get(), "exp_avg");
+    exp_avg_sq = read_tensors(opt.get(), "exp_avg_sq");
+  } else if (need_optimizer) {
+    fail(Code::checkpoint, "checkpoint '", path,
+         "' holds weights only (no optimizer state): load it with bert_checkpoint_load_weights");
   }
   nlohmann::json index;
   try {
@@ -404,8 +426,6 @@ CheckpointContents read_checkpoint(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index': ", e.what());
   }
-  const TensorViews model = tensor_views(c.model), exp_avg = tensor_views(c.exp_avg),
-                    exp_avg_sq = tensor_views(c.exp_avg_sq);
   const nlohmann::json found = tensor_index(model, exp_avg, exp_avg_sq);
   for (const char* group : {"model", "exp_avg", "exp_avg_sq"}) {
     const nlohmann::json listed = index.is_object() ? index.value(group, nlohmann::json::object())
@@ -417,18 +437,18 @@ CheckpointContents read_checkpoint(const std::string& path) {
     }
   }
   const std::vector<std::string> metadata = {c.engine_version, c.config_json, state, index_text};
+  const std::vector<const TensorViews*> groups = {&model, &exp_avg, &exp_avg_sq};
   std::string computed;
   if (c.format_version == kCheckpointFormatVersion) {
     uint32_t crc = 0;
     for (const std::string& text : metadata) crc = mix_text(crc, text);
-    for (const TensorViews* group : {&model, &exp_avg, &exp_avg_sq}) {
+    for (const TensorViews* group : groups) {
       for (const auto& [name, t] : *group) crc = mix_tensor(crc, name, t);
     }
     computed = std::to_string(crc);
   } else {
     const bool with_metadata = c.format_version == kAttributeMetadataFormatVersion;
-    computed = std::to_string(fnv1a_checksum(with_metadata ? metadata : std::vector<std::string>{},
-                                             {&model, &exp_avg, &exp_avg_sq}));
+    computed = std::to_string(fnv1a_checksum(with_metadata ? metadata : std::vector<std::string>{}, groups));
   }
   if (computed != stored_checksum) {
     fail(Code::checkpoint, "checkpoint '", path, "' fails its checksum (stored ", stored_checksum, ", computed ",
@@ -437,6 +457,61 @@ CheckpointContents read_checkpoint(const std::string& path) {
          " is corrupt or was edited");
   }
   return c;
+}
+
+// Every tensor of the group straight into `flat` (the table's layout), once its names and shapes
+// are checked as load_tensors checks them: none missing, each shape the model's, none extra.
+TensorViews read_group_into(hid_t parent, const char* name, const std::string& file, const std::string& what,
+                            const ParamTable& table, float* flat) {
+  Hdf5Id group(H5_CHECK(H5Gopen2(parent, name, H5P_DEFAULT), Code::checkpoint, file), H5Gclose);
+  GroupListing listing;
+  H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint,
+           file);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& tensor : listing.names) shapes[tensor] = dataset_shape(group.get(), tensor, file);
+  for (const ParamEntry& e : table.entries) {
+    if (!shapes.count(e.name)) fail(Code::checkpoint, "checkpoint '", file, "' is missing ", what, " tensor '", e.name, "'");
+  }
+  for (const ParamEntry& e : table.entries) {
+    if (shapes.at(e.name) != e.shape) {
+      fail(Code::checkpoint, "checkpoint '", file, "' ", what, " tensor '", e.name, "' has shape ",
+           shape_string(shapes.at(e.name)), " but the model expects ", shape_string(e.shape));
+    }
+  }
+  for (const auto& [tensor, shape] : shapes) {
+    if (table.find(tensor) < 0) {
+      fail(Code::checkpoint, "checkpoint '", file, "' has ", what, " tensor '", tensor, "' that the model does not have");
+    }
+  }
+  for (const ParamEntry& e : table.entries) read_values(group.get(), e.name, file, flat + e.offset);
+  return tensor_views(table, flat);
+}
+
+}  // namespace
+
+CheckpointContents read_checkpoint(const std::string& path) {
+  TensorMap model, exp_avg, exp_avg_sq;
+  const GroupReader into_maps = [&](hid_t parent, const char* group) {
+    const std::string name = group;
+    TensorMap& tensors = name == "model" ? model : name == "exp_avg" ? exp_avg : exp_avg_sq;
+    tensors = read_group(parent, group, path);
+    return tensor_views(tensors);
+  };
+  CheckpointContents c = read_verified(path, into_maps, false);
+  c.model = std::move(model);
+  c.exp_avg = std::move(exp_avg);
+  c.exp_avg_sq = std::move(exp_avg_sq);
+  return c;
+}
+
+CheckpointContents read_checkpoint_into(const std::string& path, const FlatTensors& into) {
+  const GroupReader into_flat = [&](hid_t parent, const char* group) {
+    const std::string name = group;
+    if (name == "model") return read_group_into(parent, group, path, "model", *into.table, into.model);
+    return read_group_into(parent, group, path, "optimizer " + name, *into.table,
+                           name == "exp_avg" ? into.exp_avg : into.exp_avg_sq);
+  };
+  return read_verified(path, into_flat, true);
 }
 
 TensorViews tensor_views(const ParamTable& table, const float* flat) {

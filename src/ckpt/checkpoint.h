@@ -69,6 +69,18 @@ void write_checkpoint(const std::string& path, const CheckpointContents& content
 // Reads and verifies the whole file (seal, format version, checksum). Throws Error(io) if the file
 // is missing or unreadable, Error(checkpoint) if it is malformed, truncated or corrupt.
 CheckpointContents read_checkpoint(const std::string& path);
+// Flat host buffers laid out as `table` says (parameter-sized each), to read a checkpoint into.
+struct FlatTensors {
+  const ParamTable* table = nullptr;
+  float* model = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+};
+// read_checkpoint's checks, with every tensor read straight into `into` (no second copy of the
+// state): each group must hold exactly the table's names and shapes (Error(checkpoint) naming the
+// first that does not), and a file without optimizer state is refused. The returned contents'
+// tensor maps stay empty. On error `into` holds partial data.
+CheckpointContents read_checkpoint_into(const std::string& path, const FlatTensors& into);
 // For telling apart the checkpoints of a directory cheaply: run_id, written_ns and global_step
 // (where recorded) from the seal, its header checked but not the whole file; for a file without
 // a seal, its "state" attribute, parsed but not verified. Throws Error(checkpoint/io) like

@@ -1,5 +1,7 @@
 // Learning-rate schedule of NVIDIA DLE BERT (PolyWarmUpScheduler): linear warmup, then
-// polynomial decay to zero at total_steps (degree 0.5 in DLE, 1.0 in MLPerf).
+// polynomial decay to zero at total_steps (degree 0.5 in DLE, 1.0 in MLPerf); with MLPerf's
+// generalisations (its reference convergence points use them): a warmup that starts at
+// start_warmup_step (negative: the run starts part-way up the ramp) and a decay to end_lr.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +13,11 @@ struct LrSchedule {
   int64_t total_steps = 1;
   double warmup_proportion = 0.01;  // of total_steps
   double degree = 0.5;
-  // Rate for optimizer step `step` (1-based): progress p = step / total_steps;
-  // p < warmup ? base·p/warmup : base·(1 - p)^degree (0 past the end).
+  int64_t start_warmup_step = 0;
+  double end_lr = 0;
+  // Rate for optimizer step `step` (1-based): progress p = step / total_steps, warmup progress
+  // w = (step - start_warmup_step) / total_steps; w < warmup ? base·w/warmup :
+  // (base - end)·(1 - p)^degree + end (end past the end). DLE's formula when start and end are 0.
   double at(int64_t step) const;
 };
 

@@ -256,9 +256,11 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     optimizer_ = std::make_unique<Optimizer>(optimizer_config, model_->params(), *ops_, slice);
     if (init) init_optimizer_state(*init, config_.train.init_checkpoint);
     schedule_.base_lr = config_.train.lr;
-    schedule_.total_steps = config_.train.steps;
+    schedule_.total_steps = config_.train.schedule_steps;
     schedule_.warmup_proportion = config_.train.warmup_proportion;
     schedule_.degree = config_.train.decay_degree;
+    schedule_.start_warmup_step = config_.train.start_warmup_step;
+    schedule_.end_lr = config_.train.end_lr;
     if (config_.task.pretraining()) {  // fine-tuning batches come from the host (bert-finetune reads them)
       train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size());
       data = train_data_->describe();
@@ -738,12 +740,15 @@ void Session::check_resumable(const std::string& path, const nlohmann::json& sav
 
 Session::ResumeState Session::prepare_resume(const std::string& path) const {
   BERT_CHECK(!path.empty(), Code::invalid_argument, "checkpoint path is empty");
-  CheckpointContents c = read_checkpoint(path);
-  BERT_CHECK(c.has_optimizer(), Code::checkpoint, "checkpoint '", path,
-             "' holds weights only (no optimizer state): load it with bert_checkpoint_load_weights");
-  const nlohmann::json& st = c.state;
+  // Everything is read and verified into host buffers before the session changes (all-or-nothing).
+  const ParamTable& table = model_->params();
   ResumeState r;
   r.path = path;
+  r.weights.resize(table.total_elems);
+  r.m.resize(table.total_elems);
+  r.v.resize(table.total_elems);
+  const CheckpointContents c = read_checkpoint_into(path, FlatTensors{&table, r.weights.data(), r.m.data(), r.v.data()});
+  const nlohmann::json& st = c.state;
   std::string cursor;
   try {
     r.step = st.at("global_step").get<int64_t>();
@@ -786,16 +791,6 @@ Session::ResumeState Session::prepare_resume(const std::string& path) const {
   // The run continues under the checkpoint's id (kLegacyRunId for files written before run ids).
   r.run_id = st.value("run_id", std::string(kLegacyRunId));
 
-  // Everything is verified in host memory before the session changes (all-or-nothing).
-  const ParamTable& table = model_->params();
-  const int64_t n = table.total_elems;
-  r.weights.resize(n);
-  r.m.resize(n);
-  r.v.resize(n);
-  ops_->download(r.weights.data(), model_->param_data(), n * sizeof(float));
-  load_tensors(table, c.model, path, "model", r.weights.data());
-  load_tensors(table, c.exp_avg, path, "optimizer exp_avg", r.m.data());
-  load_tensors(table, c.exp_avg_sq, path, "optimizer exp_avg_sq", r.v.data());
   // The resumed run continues the checkpoint's random streams (dropout, synthetic data).
   if (train_data_) {
     r.data = make_data_source(r.config, comm_->rank(), comm_->world_size());

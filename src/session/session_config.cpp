@@ -21,11 +21,15 @@ void parse_train(JsonReader r, TrainConfig& t) {
   t.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(t.seed), 0, std::numeric_limits<int64_t>::max()));
   t.threads = static_cast<int>(r.get_int("threads", t.threads, 0, 4096));
   t.lr = r.get_number("lr", t.lr, 0.0, 1e3);
+  t.schedule_steps = r.get_int("schedule_steps", t.steps, 1, std::numeric_limits<int64_t>::max() / 2);
   t.warmup_proportion = r.get_number("warmup_proportion", t.warmup_proportion, 0.0, 1.0);
   if (r.has("warmup_steps")) {
-    t.warmup_proportion = static_cast<double>(r.get_int("warmup_steps", 0, 0, t.steps)) / t.steps;
+    t.warmup_proportion =
+        static_cast<double>(r.get_int("warmup_steps", 0, 0, t.schedule_steps)) / static_cast<double>(t.schedule_steps);
   }
+  t.start_warmup_step = r.get_int("start_warmup_step", t.start_warmup_step, -t.schedule_steps, t.schedule_steps);
   t.decay_degree = r.get_number("decay_degree", t.decay_degree, 0.0, 100.0);
+  t.end_lr = r.get_number("end_lr", t.end_lr, 0.0, t.lr);
   OptimizerConfig& o = t.optimizer;
   o.name = r.get_choice("optimizer", o.name, {"lamb", "adamw"});
   o.beta1 = r.get_number("beta1", o.beta1, 0.0, 0.999999);
@@ -206,6 +210,9 @@ nlohmann::json SessionConfig::to_json() const {
         {"threads", train.threads},
         {"lr", train.lr},
         {"warmup_proportion", train.warmup_proportion},
+        {"schedule_steps", train.schedule_steps},
+        {"start_warmup_step", train.start_warmup_step},
+        {"end_lr", train.end_lr},
         {"decay_degree", train.decay_degree},
         {"optimizer", o.name},
         {"beta1", o.beta1},

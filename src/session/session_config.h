@@ -31,7 +31,10 @@ struct TrainConfig {
   uint64_t seed = 12345;
   int threads = 0;  // 0: all cores
   double lr = 1e-3;
-  double warmup_proportion = 0.01;
+  double warmup_proportion = 0.01;  // of schedule_steps
+  int64_t schedule_steps = 0;       // the LR schedule's length (MLPerf's opt_learning_rate_training_steps); 0: steps
+  int64_t start_warmup_step = 0;    // MLPerf's: the warmup ramp starts there (negative: before step 1)
+  double end_lr = 0;                // the LR the decay ends at
   double decay_degree = 0.5;
   OptimizerConfig optimizer;
   std::string precision = "fp32";

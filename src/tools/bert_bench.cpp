@@ -58,6 +58,7 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  using bert_tools::bool_option, bert_tools::int_option, bert_tools::number_option;
   std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
   std::string cost_model;
   nlohmann::json dist = nlohmann::json::object();  // dist keys given on the command line
@@ -72,31 +73,31 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
-    else if (a == "--batch") batch = std::atoi(v.c_str());
-    else if (a == "--accumulation") accumulation = std::atoi(v.c_str());
-    else if (a == "--seq") seq = std::atoi(v.c_str());
-    else if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--warmup") warmup = std::atoi(v.c_str());
-    else if (a == "--threads") threads = std::atoi(v.c_str());
-    else if (a == "--predictions") predictions = std::atoi(v.c_str());
+    else if (a == "--batch") batch = static_cast<int>(int_option(a, v, 1, 1 << 16));
+    else if (a == "--accumulation") accumulation = static_cast<int>(int_option(a, v, 1, 1 << 16));
+    else if (a == "--seq") seq = static_cast<int>(int_option(a, v, 1, 1 << 16));
+    else if (a == "--steps") steps = static_cast<int>(int_option(a, v, 0, 1 << 30));
+    else if (a == "--warmup") warmup = static_cast<int>(int_option(a, v, 0, 1 << 30));
+    else if (a == "--threads") threads = static_cast<int>(int_option(a, v, 0, 4096));
+    else if (a == "--predictions") predictions = static_cast<int>(int_option(a, v, 0, 1 << 16));
     else if (a == "--device") device = v;
     else if (a == "--optimizer") optimizer = v;
     else if (a == "--precision") precision = v;
     else if (a == "--recompute") recompute = v;
-    else if (a == "--fused-attention") fused_attention = v == "1" || v == "true";
-    else if (a == "--peak-tflops") peak_tflops = std::atof(v.c_str());
+    else if (a == "--fused-attention") fused_attention = bool_option(a, v);
+    else if (a == "--peak-tflops") peak_tflops = number_option(a, v, 0, 1e9);
     else if (a == "--data") data_dir = v;
-    else if (a == "--unpad") unpad = v == "1" || v == "true";
-    else if (a == "--length-bins") length_bins = v == "1" || v == "true";
+    else if (a == "--unpad") unpad = bool_option(a, v);
+    else if (a == "--length-bins") length_bins = bool_option(a, v);
     else if (a == "--cost-model") cost_model = v;
-    else if (a == "--bandwidth") bandwidth = std::atof(v.c_str());
-    else if (a == "--graphed") graphed = v == "1" || v == "true";
-    else if (a == "--world") world = std::atoi(v.c_str());
-    else if (a == "--link-gbs") link_gbs = std::atof(v.c_str());
-    else if (a == "--bucket-mb") dist["bucket_mb"] = std::atof(v.c_str());
+    else if (a == "--bandwidth") bandwidth = number_option(a, v, 0, 1e9);
+    else if (a == "--graphed") graphed = bool_option(a, v);
+    else if (a == "--world") world = static_cast<int>(int_option(a, v, 1, 1 << 20));
+    else if (a == "--link-gbs") link_gbs = number_option(a, v, 0, 1e9);
+    else if (a == "--bucket-mb") dist["bucket_mb"] = number_option(a, v, 0, 1e9);
     else if (a == "--wire-precision") dist["wire_precision"] = v;
-    else if (a == "--shard-optimizer") shard_optimizer = v == "1" || v == "true";
-    else if (a == "--activations-16bit") activations_16bit = v == "1" || v == "true";
+    else if (a == "--shard-optimizer") shard_optimizer = bool_option(a, v);
+    else if (a == "--activations-16bit") activations_16bit = bool_option(a, v);
     else {
       std::fprintf(stderr, "error: unknown option '%s'\n%s", a.c_str(), kUsage);
       return 2;

@@ -308,11 +308,13 @@ void PhaseRun::log_mlperf_header() {
   mlperf_.event("opt_lamb_beta_1", t["beta1"]);
   mlperf_.event("opt_lamb_beta_2", t["beta2"]);
   mlperf_.event("opt_lamb_weight_decay_rate", t["weight_decay"]);
-  mlperf_.event("opt_learning_rate_training_steps", total_);
-  const long long warmup = std::llround(t["warmup_proportion"].get<double>() * static_cast<double>(total_));
+  const long long schedule_steps = t["schedule_steps"].get<long long>();
+  mlperf_.event("opt_learning_rate_training_steps", schedule_steps);
+  const long long warmup = std::llround(t["warmup_proportion"].get<double>() * static_cast<double>(schedule_steps));
   mlperf_.event("opt_learning_rate_warmup_steps", warmup);
   mlperf_.event("num_warmup_steps", warmup);
-  mlperf_.event("start_warmup_step", 0);
+  mlperf_.event("start_warmup_step", t["start_warmup_step"]);
+  mlperf_.event("opt_epsilon", t["eps"]);
   mlperf_.event("opt_lamb_learning_rate_decay_poly_power", t["decay_degree"]);
   mlperf_.event("init_stop");
 }

@@ -134,7 +134,7 @@ def test_edited_global_step_is_refused(checkpoint):
     assert checkpoint in message and "checksum" in message and "metadata" in message, message
 
 
-@pytest.mark.parametrize("group,words", [("model", "missing model tensor"), ("optimizer/exp_avg", "missing exp_avg tensor")])
+@pytest.mark.parametrize("group,words", [("model", "missing model tensor"), ("optimizer/exp_avg", "missing optimizer exp_avg tensor")])
 def test_missing_tensor_of_a_resealed_file_is_named(checkpoint, group, words):
     with h5py.File(checkpoint, "r+") as f:
         del f[f"{group}/bert.pooler.dense.bias"]

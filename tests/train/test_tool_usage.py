@@ -36,3 +36,20 @@ def test_no_or_bad_arguments_fail_with_usage(name):
     assert r.returncode != 0
     assert "usage" in r.stderr, r.stderr
     assert r.returncode < 128, "killed by a signal"
+
+
+# Values atoi/atof used to turn silently into something else (the probe's cases): each is refused
+# with the option, what it expects and the text, status 2, before anything runs.
+@pytest.mark.parametrize("option,value,expects", [
+    ("--steps", "abc", "an integer in [0, "),     # was 0: memory-only output
+    ("--steps", "1e3", "an integer in [0, "),     # was 1 step
+    ("--threads", "inf", "an integer in [0, 4096]"),  # was every core
+    ("--threads", "-1", "an integer in [0, 4096]"),
+    ("--unpad", "bf16", "1, 0, true or false"),  # was false
+    ("--bandwidth", "nan", "a finite number"),
+    ("--batch", "", "an integer in [1, "),
+])
+def test_bert_bench_refuses_values_it_cannot_parse(option, value, expects):
+    r = subprocess.run([tool("bert-bench"), option, value], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert f"error: {option} expects {expects}" in r.stderr and f"got '{value}'" in r.stderr, r.stderr
