@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "text/utf8.h"
 
 namespace bert {
 namespace {
@@ -57,6 +58,20 @@ GlueTask glue_task(const std::string& name) {
   return it->second;
 }
 
+namespace {
+
+// Error(data) naming the file and line unless `text` is valid UTF-8 (as the JSON readers refuse it).
+void check_utf8(const std::string& path, int64_t line_no, const std::string& text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    bool invalid = false;
+    decode_utf8(p, text.size(), i, &invalid);
+    if (invalid) fail(Code::data, "GLUE file '", path, "' line ", line_no, " is not valid UTF-8 (byte ", i, ")");
+  }
+}
+
+}  // namespace
+
 std::vector<GlueExample> read_glue_tsv(const GlueTask& task, const std::string& path, int64_t* skipped) {
   std::ifstream in(path);
   if (!in) fail(Code::io, "cannot open GLUE file '", path, "'");
@@ -66,6 +81,7 @@ std::vector<GlueExample> read_glue_tsv(const GlueTask& task, const std::string& 
   int64_t line_no = 0;
   if (!std::getline(in, line)) fail(Code::data, "GLUE file '", path, "' is empty");
   ++line_no;
+  const std::string first_line = line;
   std::vector<std::string> first = split_tabs(line);
   const bool cola_headerless = task.name == "cola" && first.size() == 4;  // source, label, original label, sentence
   if (cola_headerless) {
@@ -86,14 +102,15 @@ std::vector<GlueExample> read_glue_tsv(const GlueTask& task, const std::string& 
   }
   const int needed = std::max({col_a, col_b, col_label});
   std::vector<GlueExample> out;
-  int64_t bad = 0;
+  int64_t bad = 0, row = 0;  // row: the data row's own index, bad rows counted (the id without an id column)
   auto add = [&](const std::vector<std::string>& cols) {
+    const int64_t index = row++;
     if (static_cast<int>(cols.size()) <= needed) {
       ++bad;
       return;
     }
     GlueExample e;
-    e.id = col_id >= 0 ? cols[col_id] : std::to_string(out.size());
+    e.id = col_id >= 0 ? cols[col_id] : std::to_string(index);
     e.text_a = cols[col_a];
     if (col_b >= 0) e.text_b = cols[col_b];
     if (col_label >= 0) {
@@ -115,11 +132,13 @@ std::vector<GlueExample> read_glue_tsv(const GlueTask& task, const std::string& 
     }
     out.push_back(std::move(e));
   };
+  check_utf8(path, 1, first_line);
   if (cola_headerless) add(first);
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
+    check_utf8(path, line_no, line);
     add(split_tabs(line));
   }
   if (skipped) *skipped = bad;

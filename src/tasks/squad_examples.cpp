@@ -148,22 +148,22 @@ SquadFile read_squad_file(const std::string& path, bool training) {
         } else {
           const json& answers = place.get(qas[q], "answers", Kind::list);
           if (answers.empty() && !e.is_impossible) has_empty_answers = true;
-          for (size_t i = 0; i < answers.size(); ++i) {
+          const auto chars = static_cast<int64_t>(char_to_word.size());
+          for (size_t i = 0; i < answers.size(); ++i) {  // every answer, for evaluation too
             const Place answer = place.at("answers", i);
             if (!answers[i].is_object()) answer.error("", "must be an object");
             answer.get(answers[i], "text", Kind::string);
+            const int64_t start = answer.get(answers[i], "answer_start", Kind::integer).get<int64_t>();
+            if (start < 0 || start >= chars) {
+              answer.error("answer_start", "= " + std::to_string(start) + " is outside the context (" +
+                                               std::to_string(chars) + " characters)");
+            }
           }
           if (training && !e.is_impossible) {
             if (answers.empty()) place.error("answers", "is empty (a training question needs an answer)");
             const Place answer = place.at("answers", 0);
             e.answer_text = answers[0]["text"].get<std::string>();
-            const json& start_value = answer.get(answers[0], "answer_start", Kind::integer);
-            const int64_t start = start_value.get<int64_t>();
-            const auto chars = static_cast<int64_t>(char_to_word.size());
-            if (start < 0 || start >= chars) {
-              answer.error("answer_start", "= " + std::to_string(start) + " is outside the context (" +
-                                               std::to_string(chars) + " characters)");
-            }
+            const int64_t start = answers[0]["answer_start"].get<int64_t>();
             const int64_t length = static_cast<int64_t>(utf8_length(e.answer_text.data(), e.answer_text.size()));
             if (length == 0) answer.error("text", "is empty");
             e.start_word = char_to_word[start];

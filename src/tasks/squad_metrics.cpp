@@ -12,6 +12,19 @@
 namespace bert {
 namespace {
 
+enum class Shape { list, string };
+
+// obj[key] of the expected shape; Error(data) naming where ("data[0].paragraphs[2].qas[1]") otherwise.
+const nlohmann::json& member(const nlohmann::json& obj, const char* key, const std::string& where, Shape shape) {
+  if (!obj.is_object()) fail(Code::data, where, " must be an object");
+  const auto it = obj.find(key);
+  if (it == obj.end()) fail(Code::data, where, ".", key, " is missing");
+  if (shape == Shape::list ? !it->is_array() : !it->is_string()) {
+    fail(Code::data, where, ".", key, " must be a ", shape == Shape::list ? "list" : "string");
+  }
+  return *it;
+}
+
 std::u32string decode(const std::string& s) {
   std::u32string out;
   const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
@@ -138,41 +151,44 @@ nlohmann::json squad_evaluate(const nlohmann::json& dataset, const nlohmann::jso
   const bool v2 = dataset.value("version", "") == "v2.0";
   double exact = 0, f1 = 0, has_exact = 0, has_f1 = 0, no_exact = 0, no_f1 = 0;
   int64_t total = 0, has = 0, no = 0;
-  try {
-    for (const auto& article : dataset["data"]) {
-      for (const auto& paragraph : article.at("paragraphs")) {
-        for (const auto& qa : paragraph.at("qas")) {
-          const std::string id = qa.at("id").get<std::string>();
-          std::vector<std::string> golds;
-          for (const auto& a : qa.at("answers")) {
-            const std::string text = a.at("text").get<std::string>();
-            if (!v2 || !squad_normalize(text).empty()) golds.push_back(text);
-          }
-          if (v2 && golds.empty()) golds.push_back("");
-          // evaluate-v1.1 takes the max over the gold answers (an empty list is its ValueError).
-          BERT_CHECK(!golds.empty(), Code::data, "question '", id,
-                     "' has no answers: a v1.1 question needs at least one (v2.0 marks unanswerable ones)");
-          ++total;
-          if (!predictions.contains(id)) {
-            BERT_CHECK(!v2, Code::data, "no prediction for question '", id, "'");
-            continue;  // v1.1: "Unanswered question ... will receive score 0."
-          }
-          const std::string pred = predictions[id].get<std::string>();
-          double e = 0, f = 0;
-          for (const std::string& g : golds) {
-            e = std::max(e, squad_exact(pred, g));
-            f = std::max(f, squad_f1(pred, g, v2));
-          }
-          exact += e;
-          f1 += f;
-          const bool answerable = !golds[0].empty();
-          if (v2 && answerable) has_exact += e, has_f1 += f, ++has;
-          if (v2 && !answerable) no_exact += e, no_f1 += f, ++no;
+  const nlohmann::json& data = dataset["data"];
+  for (size_t a = 0; a < data.size(); ++a) {
+    const std::string article = "data[" + std::to_string(a) + "]";
+    for (const auto& [p, paragraph] : member(data[a], "paragraphs", article, Shape::list).items()) {
+      const std::string where = article + ".paragraphs[" + p + "]";
+      for (const auto& [q, qa] : member(paragraph, "qas", where, Shape::list).items()) {
+        const std::string question = where + ".qas[" + q + "]";
+        const std::string id = member(qa, "id", question, Shape::string).get<std::string>();
+        std::vector<std::string> golds;
+        const nlohmann::json& answers = member(qa, "answers", question + " (question '" + id + "')", Shape::list);
+        for (const auto& [i, a] : answers.items()) {
+          const std::string text =
+              member(a, "text", question + ".answers[" + i + "] (question '" + id + "')", Shape::string).get<std::string>();
+          if (!v2 || !squad_normalize(text).empty()) golds.push_back(text);
         }
+        if (v2 && golds.empty()) golds.push_back("");
+        // evaluate-v1.1 takes the max over the gold answers (an empty list is its ValueError).
+        BERT_CHECK(!golds.empty(), Code::data, "question '", id,
+                   "' has no answers: a v1.1 question needs at least one (v2.0 marks unanswerable ones)");
+        ++total;
+        if (!predictions.contains(id)) {
+          BERT_CHECK(!v2, Code::data, "no prediction for question '", id, "'");
+          continue;  // v1.1: "Unanswered question ... will receive score 0."
+        }
+        BERT_CHECK(predictions[id].is_string(), Code::data, "the prediction for question '", id, "' is not a string");
+        const std::string pred = predictions[id].get<std::string>();
+        double e = 0, f = 0;
+        for (const std::string& g : golds) {
+          e = std::max(e, squad_exact(pred, g));
+          f = std::max(f, squad_f1(pred, g, v2));
+        }
+        exact += e;
+        f1 += f;
+        const bool answerable = !golds[0].empty();
+        if (v2 && answerable) has_exact += e, has_f1 += f, ++has;
+        if (v2 && !answerable) no_exact += e, no_f1 += f, ++no;
       }
     }
-  } catch (const nlohmann::json::exception& e) {
-    fail(Code::data, "malformed SQuAD JSON: ", e.what());
   }
   BERT_CHECK(total > 0, Code::data, "the SQuAD dataset has no questions");
   if (!v2) return {{"exact_match", 100.0 * exact / total}, {"f1", 100.0 * f1 / total}};

@@ -1,7 +1,8 @@
 // bert-squad-eval DATASET.json PREDICTIONS.json: SQuAD exact match and F1 of a predictions file
 // ({question id: answer text}, as DLE's run_squad writes predictions.json), computed as the
 // official evaluate-v1.1.py (a v1.1 dataset) or evaluate-v2.0.py (a "version": "v2.0" dataset,
-// without a no-answer probability file) compute them; prints the same JSON object.
+// without a no-answer probability file) compute them; prints the same JSON object. A malformed
+// dataset or predictions file is an error naming the file, the key and the question id.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -33,7 +34,19 @@ int main(int argc, char** argv) {
     return help ? 0 : 2;
   }
   try {
-    std::printf("%s\n", bert::squad_evaluate(read_json(argv[1]), read_json(argv[2])).dump().c_str());
+    const nlohmann::json dataset = read_json(argv[1]), predictions = read_json(argv[2]);
+    if (!predictions.is_object()) bert::fail(bert::Code::data, "'", argv[2], "' must be an object {question id: answer text}");
+    for (const auto& [id, answer] : predictions.items()) {
+      if (!answer.is_string()) {
+        bert::fail(bert::Code::data, "'", argv[2], "': the answer of question '", id, "' must be a string, got ",
+                   answer.type_name());
+      }
+    }
+    try {  // the dataset's structure as the official scripts read it, named by key path and question id
+      std::printf("%s\n", bert::squad_evaluate(dataset, predictions).dump().c_str());
+    } catch (const bert::Error& e) {
+      bert::fail(e.code(), "'", argv[1], "' with predictions '", argv[2], "': ", e.what());
+    }
     return 0;
   } catch (const bert::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

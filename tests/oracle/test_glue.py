@@ -85,6 +85,19 @@ def test_reader_names_the_bad_label_and_missing_column(tmp_path):
     assert result.returncode == 1 and "unknown GLUE task 'squad'" in result.stderr
 
 
+def test_a_skipped_row_keeps_the_later_rows_indexes_and_invalid_utf8_is_named(tmp_path):
+    """Without an id column a row's id is its own index among the file's rows: rows 0, bad, 2, 3
+    give ids 0, 2, 3 (they were renumbered 0, 1, 2, attaching every later prediction to the wrong
+    input). Invalid UTF-8 is refused with the file and line, as in JSON files."""
+    path = tmp_path / "dev.tsv"
+    path.write_text("sentence\tlabel\nfirst\t1\nno label column\nthird\t0\nfourth\t1\n")
+    out = [json.loads(line) for line in run(GLUE_TOOL, "read", "sst-2", str(path)).splitlines()]
+    assert [e["id"] for e in out[:-1]] == ["0", "2", "3"] and out[-1]["skipped"] == 1, out
+    path.write_bytes(b"sentence\tlabel\ngood\t1\ncaf\xe9\t0\n")
+    result = subprocess.run([GLUE_TOOL, "read", "sst-2", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1 and f"GLUE file '{path}' line 3 is not valid UTF-8" in result.stderr, result.stderr
+
+
 def metric(name, pred, gold):
     text = "".join(f"{p} {g}\n" for p, g in zip(pred, gold))
     return {k: float(v) for k, v in (line.split() for line in run(GLUE_TOOL, "metric", name, stdin=text).splitlines())}

@@ -307,6 +307,25 @@ def test_bad_files_are_named(tmp_path, doc, raw, message):
     assert f"SQuAD file '{path}'" in result.stderr and message in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("answer,message", [
+    ({"text": "Anne", "answer_start": 15}, "answer_start (question 'a1') = 15 is outside the context (15 characters)"),
+    ({"text": "Anne", "answer_start": -1}, "answer_start (question 'a1') = -1 is outside the context"),
+    ({"text": "Anne", "answer_start": "4"}, "answer_start (question 'a1') must be an integer"),
+    ({"text": "Anne"}, "answers[0].answer_start (question 'a1') is missing"),
+])
+def test_a_dev_file_with_bad_answers_stops_as_a_training_file_does(tmp_path, answer, message):
+    """Read for evaluation (bert-predict --task squad, bert-finetune's dev file), every answer is
+    checked as a training file's first answer is: the README says such a file stops."""
+    path = write_bad(tmp_path, doc_with(answers=[{"text": "Anne", "answer_start": 4}, answer]))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nask\nanne\ntwice\n.\n")
+    result = subprocess.run([TOOL, "features", str(path), str(vocab), "eval", "384", "128", "64"], capture_output=True,
+                            text=True)
+    assert result.returncode == 1, result.stdout
+    assert f"SQuAD file '{path}'" in result.stderr and message.replace("answers[0]", "answers[1]") in result.stderr, \
+        result.stderr
+
+
 def test_duplicate_ids_are_refused(tmp_path):
     doc = doc_with()
     doc["data"][0]["paragraphs"][0]["qas"].append(dict(GOOD_QA))

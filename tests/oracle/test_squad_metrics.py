@@ -183,3 +183,29 @@ def test_v1_question_without_answers_is_named(tmp_path):
                             text=True)
     assert result.returncode == 1
     assert "question 'q3' has no answers: a v1.1 question needs at least one" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("qa,words", [
+    ({"question": "?", "answers": [{"text": "c"}]}, "data[0].paragraphs[0].qas[0].id is missing"),
+    ({"id": "q0", "answers": {"text": "c"}}, "data[0].paragraphs[0].qas[0] (question 'q0').answers must be a list"),
+    ({"id": "q0", "answers": [{"answer_start": 0}]}, "qas[0].answers[0] (question 'q0').text is missing"),
+    ("not an object", "data[0].paragraphs[0].qas[0] must be an object"),
+])
+def test_a_malformed_dataset_is_named_by_file_key_and_question(tmp_path, qa, words):
+    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [qa]}]}]}
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    (tmp_path / "pred.json").write_text(json.dumps({"q0": "c"}))
+    result = subprocess.run([EVAL, str(tmp_path / "data.json"), str(tmp_path / "pred.json")], capture_output=True,
+                            text=True)
+    assert result.returncode == 1 and str(tmp_path / "data.json") in result.stderr and words in result.stderr, result.stderr
+    assert "json.exception" not in result.stderr
+
+
+def test_a_malformed_predictions_file_is_named(tmp_path):
+    data, _ = dataset(np.random.default_rng(4), False, questions=3)
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    (tmp_path / "pred.json").write_text(json.dumps({"q0": "a", "q1": 7}))
+    result = subprocess.run([EVAL, str(tmp_path / "data.json"), str(tmp_path / "pred.json")], capture_output=True,
+                            text=True)
+    assert result.returncode == 1, result.stderr
+    assert f"'{tmp_path / 'pred.json'}': the answer of question 'q1' must be a string, got number" in result.stderr
