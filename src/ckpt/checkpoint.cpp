@@ -366,18 +366,32 @@ Hdf5Id open_hdf5(const std::string& path) {
 
 }  // namespace
 
-nlohmann::json read_checkpoint_summary(const std::string& path) {
+namespace {
+
+// A metadata text ("state", "config") of the file at `path`, parsed; the seal's header checked,
+// not the whole file.
+nlohmann::json read_metadata_json(const std::string& path, const char* name) {
   check_exists(path);
-  if (std::optional<CheckpointSeal> seal = read_seal(path, false)) return seal->summary;
+  read_seal(path, false);
   Hdf5Silence silence;
   Hdf5Id file = open_hdf5(path);
   const int format_version = static_cast<int>(read_int_attr(file.get(), "format_version", path));
   try {
-    return nlohmann::json::parse(read_metadata(file.get(), format_version, "state", path));
+    return nlohmann::json::parse(read_metadata(file.get(), format_version, name, path));
   } catch (const nlohmann::json::exception& e) {
-    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state': ", e.what());
+    fail(Code::checkpoint, "checkpoint '", path, "' has a malformed '", name, "': ", e.what());
   }
 }
+
+}  // namespace
+
+nlohmann::json read_checkpoint_summary(const std::string& path) {
+  check_exists(path);
+  if (std::optional<CheckpointSeal> seal = read_seal(path, false)) return seal->summary;
+  return read_metadata_json(path, "state");
+}
+
+nlohmann::json read_checkpoint_config(const std::string& path) { return read_metadata_json(path, "config"); }
 
 namespace {
 

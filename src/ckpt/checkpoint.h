@@ -86,6 +86,9 @@ CheckpointContents read_checkpoint_into(const std::string& path, const FlatTenso
 // a seal, its "state" attribute, parsed but not verified. Throws Error(checkpoint/io) like
 // read_checkpoint.
 nlohmann::json read_checkpoint_summary(const std::string& path);
+// The session config a checkpoint was written with, from its metadata alone (the seal's header
+// checked, not the whole file: a session that loads the file verifies all of it).
+nlohmann::json read_checkpoint_config(const std::string& path);
 // Checks that files can be created in `dir` (exists, is a directory, is writable). Error(io).
 void check_writable_dir(const std::string& dir);
 

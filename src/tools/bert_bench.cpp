@@ -111,10 +111,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --recompute must be none, gelu, attention or all, got '%s'\n", recompute.c_str());
     return 2;
   }
-  if (accumulation < 1) {
-    std::fprintf(stderr, "error: --accumulation must be at least 1 (micro-batches per step), got %d\n", accumulation);
-    return 2;
-  }
   if (length_bins && data_dir.empty()) {
     std::fprintf(stderr, "error: --length-bins 1 needs --data DIR (the output of bert-prep bins)\n");
     return 2;

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ using nlohmann::json;
 int usage(FILE* out = stderr) {
   std::fprintf(out, "usage: bert-predict --model CKPT|HF_DIR --task NAME --vocab FILE --input FILE --output PATH\n"
                        "                    [--max-seq-length 128 (squad: 384)] [--batch 64] [--threads N] [--lower-case 0|1]\n"
+                       "                    [--device cpu|cuda|cuda:N (cpu)] [--precision fp32|bf16|fp16 (fp32)]\n"
                        "  NAME: a GLUE task (TSV in, TSV out), squad (SQuAD JSON in, a directory of predictions out)\n"
                        "  or conll (CoNLL file in and out); squad also takes [--doc-stride 128] [--max-query-length 64]\n"
                        "  [--n-best 20] [--max-answer-length 30] [--null-score-diff-threshold 0.0]\n");
@@ -83,6 +85,8 @@ bert_session* open_session(const Args& a, const bert_tools::InitWeights& init, c
               {"train", {{"init_checkpoint", init.checkpoint}, {"micro_batch", number(a, "--batch", 64)}}},
               {"data", {{"max_seq_length", max_seq}, {"max_predictions_per_seq", 0}}}};
   if (a.count("--threads")) cfg["train"]["threads"] = number(a, "--threads", 1);
+  if (a.count("--device")) cfg["device"] = a.at("--device");  // the session refuses what it cannot run
+  if (a.count("--precision")) cfg["train"]["precision"] = a.at("--precision");
   bert_session* s = nullptr;
   if (bert_tools::failed(bert_session_create(cfg.dump().c_str(), nullptr, &s), "bert_session_create")) return nullptr;
   return s;
@@ -218,7 +222,8 @@ int run(const Args& a) {
   const bert_tools::InitWeights init = bert_tools::resolve_init_weights(a.at("--model"), import_to);
   const bert::Vocab vocab = bert::Vocab::load(a.at("--vocab"));
   bert::TokenizerOptions topt;
-  topt.lower_case = a.count("--lower-case") ? a.at("--lower-case") != "0" : !vocab.has_upper_case();
+  topt.lower_case = a.count("--lower-case") ? bert_tools::bool_option("--lower-case", a.at("--lower-case"))
+                                             : !vocab.has_upper_case();
   const bert::Tokenizer tokenizer(vocab, topt);
   if (squad) return run_squad(a, init, tokenizer);
   if (conll) return run_conll(a, init, tokenizer);
@@ -229,10 +234,21 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   if (bert_tools::asks_for_help(argc, argv)) return usage(stdout);
+  static const std::set<std::string> known = {
+      "--model", "--task", "--vocab", "--input", "--output", "--max-seq-length", "--batch", "--threads", "--lower-case",
+      "--device", "--precision", "--doc-stride", "--max-query-length", "--n-best", "--max-answer-length",
+      "--null-score-diff-threshold"};
   std::map<std::string, std::string> args;
   for (int i = 1; i < argc; i += 2) {
     const std::string key = argv[i];
-    if (key.rfind("--", 0) != 0 || i + 1 >= argc) return usage();
+    if (!known.count(key)) {
+      std::fprintf(stderr, "error: unknown option '%s'\n", key.c_str());
+      return usage();
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "error: %s needs a value\n", key.c_str());
+      return usage();
+    }
     args[key] = argv[i + 1];
   }
   try {

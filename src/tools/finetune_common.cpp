@@ -24,8 +24,7 @@ InitWeights resolve_init_weights(const std::string& source, const std::string& i
                 import_to.c_str());
     w.checkpoint = import_to;
   }
-  bert::CheckpointContents c = bert::read_checkpoint(w.checkpoint);
-  w.config = nlohmann::json::parse(c.config_json);
+  w.config = bert::read_checkpoint_config(w.checkpoint);  // the session reads and verifies the whole file
   return w;
 }
 

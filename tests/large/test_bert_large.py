@@ -12,8 +12,8 @@ must (device, precision, micro-batch, global batch, steps, data and output paths
 
 Data: wikitext-2 validation and the BERT uncased vocabulary from ../shared/data (skips without
 them). Each stage's wall time is printed (meson's test log) and written to
-BERT_BUILD_DIR/meson-logs/bert_large_stages.json; peak RSS of the tools is printed beside the
-engine's own memory accounting."""
+BERT_BUILD_DIR/meson-logs/bert_large_stages.json, with the tools' peak RSS (VmHWM, sampled every
+0.1 s) beside the engine's own accounting (the activation arena of each session)."""
 import json
 import os
 import signal
@@ -46,21 +46,34 @@ def tool(name):
 
 
 class Finished:
-    """A finished tool: its output, exit status and peak resident memory (MiB, from wait4)."""
+    """A finished tool: its output, exit status and peak resident memory (MiB)."""
 
     def __init__(self, stdout, stderr, returncode, peak_mib):
         self.stdout, self.stderr, self.returncode, self.peak_mib = stdout, stderr, returncode, peak_mib
+
+
+def high_water_mib(pid):
+    """The process's VmHWM (its own peak RSS; getrusage's ru_maxrss would carry this test's over exec)."""
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def run(*args, expect=0):
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen([str(a) for a in args], stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
+        peak = 0.0
+        while child.poll() is None:
+            peak = max(peak, high_water_mib(child.pid))
+            time.sleep(0.1)
         out.seek(0)
         err.seek(0)
-        p = Finished(out.read(), err.read(), child.returncode, usage.ru_maxrss / 1024)
+        p = Finished(out.read(), err.read(), child.returncode, peak)
     assert p.returncode == expect, f"{args[0]} exited {p.returncode}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
     return p, time.perf_counter() - t0
 
@@ -177,7 +190,7 @@ def test_phases_export_and_transformers_agree(work, pretrained):
 
 def small_squad(work):
     run(sys.executable, os.path.join(ROOT, "samples", "finetune", "make_qa_task.py"), TEXT, work / "qa")
-    for split, keep in (("train", 8), ("dev", 8)):
+    for split, keep in (("train", 4), ("dev", 4)):
         doc = json.load(open(work / "qa" / f"{split}.json"))
         kept, n = [], 0
         for article in doc["data"]:
@@ -205,8 +218,8 @@ def test_squad_fine_tune_and_predict(work, pretrained):
     p, seconds = run(tool("bert-predict"), "--model", work / "squad" / "final.h5", "--task", "squad", "--vocab", VOCAB,
                      "--input", work / "dev_small.json", "--output", work / "squad_pred", "--max-seq-length", 384)
     predictions = json.load(open(work / "squad_pred" / "predictions.json"))
-    assert len(predictions) == 8 and all(isinstance(v, str) for v in predictions.values()), predictions
-    stage("bert-predict SQuAD dev (8 questions)", seconds)
+    assert len(predictions) == 4 and all(isinstance(v, str) for v in predictions.values()), predictions
+    stage("bert-predict SQuAD dev (4 questions)", seconds, peak_rss_mib=round(p.peak_mib))
 
 
 def test_mlperf_recipe(work, pretrained):

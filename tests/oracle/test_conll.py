@@ -134,7 +134,7 @@ def test_finetune_token_classification_on_conll_files(tmp_path):
     result = subprocess.run([FINETUNE, str(tmp_path / "ft.json")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "fine-tuning conll: 200 train / 40 dev sentences (dev.txt), 4 tags, 104 steps of 16 sequences (8 epochs)" in out
+    assert "fine-tuning conll: 200 train / 40 dev sentences (dev.txt), 4 tags, 104 steps of 16 sequences (8 epochs of 13 steps)" in out
     f1 = [float(v) for v in re.findall(r"epoch \d eval dev.txt \(40 sentences, \d+ entities\): f1 ([\d.]+)", out)]
     assert len(f1) == 8 and f1[-1] >= 0.95 and f1[0] < f1[-1], out
     assert (tmp_path / "out" / "final.h5").exists()

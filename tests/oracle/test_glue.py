@@ -185,7 +185,8 @@ def test_finetune_and_predict_a_learnable_task(tmp_path):
     assert sorted(p.name for p in (tmp_path / "short").iterdir()) == ["epoch_1.h5", "final.h5"]
 
     pred = run(PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "sst-2", "--vocab", str(vocab),
-               "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "pred.tsv"), "--max-seq-length", "24")
+               "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "pred.tsv"), "--max-seq-length", "24",
+               "--device", "cpu", "--precision", "fp32")
     rows = [line.split("\t") for line in (tmp_path / "pred.tsv").read_text().splitlines()[1:]]
     assert [r[0] for r in rows] == [str(i) for i in range(64)]
     accuracy = np.mean([int(r[1]) == label for r, label in zip(rows, dev_labels)])

@@ -53,3 +53,14 @@ def test_bert_bench_refuses_values_it_cannot_parse(option, value, expects):
     r = subprocess.run([tool("bert-bench"), option, value], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert f"error: {option} expects {expects}" in r.stderr and f"got '{value}'" in r.stderr, r.stderr
+
+
+def test_bert_predict_refuses_an_option_it_does_not_know():
+    """It used to accept any --key value (--device cuda --precision bf16 ran fp32 on the CPU)."""
+    base = ["--model", "m.h5", "--task", "sst-2", "--vocab", "v.txt", "--input", "dev.tsv", "--output", "out.tsv"]
+    r = subprocess.run([tool("bert-predict"), *base, "--devcie", "cuda"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "error: unknown option '--devcie'" in r.stderr and "usage" in r.stderr, r.stderr
+    r = subprocess.run([tool("bert-predict"), *base, "--device"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "error: --device needs a value" in r.stderr, r.stderr
+    r = subprocess.run([tool("bert-predict"), "--help"], capture_output=True, text=True, timeout=60)
+    assert "--device cpu|cuda|cuda:N" in r.stdout and "--precision fp32|bf16|fp16" in r.stdout, r.stdout

@@ -131,7 +131,7 @@ def main() -> int:
     assert accumulated["model_flops"] == 4 * graphed["model_flops"], (accumulated, graphed)
     assert 0.5 <= accumulated["real_token_share"] <= 1.0, accumulated  # of all 32 sequences
     bad = bench(binary, "h100", "--accumulation", "0")
-    assert bad.returncode == 2 and "--accumulation must be at least 1" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "error: --accumulation expects an integer in [1, 65536], got '0'" in bad.stderr, bad.stderr
     print(f"accumulation 4: step {1e3 * four:.3f} ms against {1e3 * one:.3f} ms for one micro-batch")
     # Measured (CPU) too: a step is 3 micro-batches of 4, so each step counts 12 sequences.
     measured = subprocess.run([binary, "--model", "bert-tiny", "--batch", "4", "--accumulation", "3", "--seq", "32",
