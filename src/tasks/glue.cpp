@@ -32,6 +32,16 @@ std::string normalised(std::string name) {
   return out;
 }
 
+// Error(data) naming the file and line unless `text` is valid UTF-8 (as the JSON readers refuse it).
+void check_utf8(const std::string& path, int64_t line_no, const std::string& text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    bool invalid = false;
+    decode_utf8(p, text.size(), i, &invalid);
+    if (invalid) fail(Code::data, "GLUE file '", path, "' line ", line_no, " is not valid UTF-8 (byte ", i, ")");
+  }
+}
+
 }  // namespace
 
 GlueTask glue_task(const std::string& name) {
@@ -57,20 +67,6 @@ GlueTask glue_task(const std::string& name) {
   }
   return it->second;
 }
-
-namespace {
-
-// Error(data) naming the file and line unless `text` is valid UTF-8 (as the JSON readers refuse it).
-void check_utf8(const std::string& path, int64_t line_no, const std::string& text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  for (size_t i = 0; i < text.size();) {
-    bool invalid = false;
-    decode_utf8(p, text.size(), i, &invalid);
-    if (invalid) fail(Code::data, "GLUE file '", path, "' line ", line_no, " is not valid UTF-8 (byte ", i, ")");
-  }
-}
-
-}  // namespace
 
 std::vector<GlueExample> read_glue_tsv(const GlueTask& task, const std::string& path, int64_t* skipped) {
   std::ifstream in(path);

@@ -3,9 +3,10 @@
 #include "mlperf_log.h"
 
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
+
+#include "run_dir.h"
 
 namespace bert_tools {
 
@@ -31,15 +32,6 @@ std::set<std::string> unfinished_run_keys(const std::string& path) {
   return started ? keys : std::set<std::string>{};
 }
 
-std::string utc_stamp() {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  return stamp;
-}
-
 }  // namespace
 
 bool MlperfLog::open(const std::string& path, bool continue_run, std::string* moved_to, std::string* error) {
@@ -50,8 +42,9 @@ bool MlperfLog::open(const std::string& path, bool continue_run, std::string* mo
     continued_ = !logged_.empty();
   }
   if (!continued_ && std::filesystem::file_size(path, ec) > 0 && !ec) {
-    std::string aside = path + "." + utc_stamp();
-    for (int n = 2; std::filesystem::exists(aside, ec); ++n) aside = path + "." + utc_stamp() + "-" + std::to_string(n);
+    const std::string stamp = utc_stamp();
+    std::string aside = path + "." + stamp;
+    for (int n = 2; std::filesystem::exists(aside, ec); ++n) aside = path + "." + stamp + "-" + std::to_string(n);
     std::filesystem::rename(path, aside, ec);
     if (ec) {
       *error = "cannot move the previous run's log '" + path + "' to '" + aside + "': " + ec.message();

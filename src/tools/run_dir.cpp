@@ -23,15 +23,20 @@ std::vector<std::string> run_files(const std::string& dir) {
   return out;
 }
 
-std::string move_aside(const std::string& dir, const std::vector<std::string>& files, std::string* error) {
+std::string utc_stamp() {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  fs::path target = fs::path(dir) / (std::string("overwritten-") + stamp);
+  return stamp;
+}
+
+std::string move_aside(const std::string& dir, const std::vector<std::string>& files, std::string* error) {
+  const std::string stamp = utc_stamp();
+  fs::path target = fs::path(dir) / ("overwritten-" + stamp);
   std::error_code ec;
-  for (int n = 2; fs::exists(target, ec); ++n) target = fs::path(dir) / (std::string("overwritten-") + stamp + "-" + std::to_string(n));
+  for (int n = 2; fs::exists(target, ec); ++n) target = fs::path(dir) / ("overwritten-" + stamp + "-" + std::to_string(n));
   if (!fs::create_directory(target, ec)) {
     *error = "cannot create '" + target.string() + "': " + ec.message();
     return "";

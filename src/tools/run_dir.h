@@ -11,6 +11,9 @@ namespace bert_tools {
 // files of interrupted writes (<name>.h5.tmp.<pid>), sorted. Empty when dir does not exist.
 std::vector<std::string> run_files(const std::string& dir);
 
+// The time now in UTC as 20261127T101500Z, for the names of files and folders set aside.
+std::string utc_stamp();
+
 // Moves `files` (names in dir) into a new subdirectory dir/overwritten-<UTC time>/ and returns
 // its path; on failure returns "" with the reason in *error.
 std::string move_aside(const std::string& dir, const std::vector<std::string>& files, std::string* error);
