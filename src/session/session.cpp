@@ -894,8 +894,7 @@ int64_t Session::resume_latest(const std::string& requested_dir) {
   }
   const std::vector<RunCheckpoint> all = list_run_checkpoints(dir);
   const std::string owner = owning_run(all);
-  std::vector<std::string> invalid;  // newer than the one resumed: each one's path and why it failed
-  std::vector<std::string> invalid_paths;
+  std::vector<std::pair<std::string, std::string>> invalid;  // newer than the one resumed: path, why it failed
   std::optional<ResumeState> chosen;
   for (auto it = all.rbegin(); it != all.rend() && !chosen; ++it) {
     if (it->readable && it->run_id != owner) {
@@ -907,8 +906,7 @@ int64_t Session::resume_latest(const std::string& requested_dir) {
       chosen = prepare_resume(it->path);
     } catch (const Error& e) {
       if (e.code() != Code::checkpoint && e.code() != Code::io) throw;
-      invalid.push_back(e.what());
-      invalid_paths.push_back(it->path);
+      invalid.emplace_back(it->path, e.what());
     }
   }
   // Every rank has read what it needs before rank 0 moves a file; they agree on what failed.
@@ -917,7 +915,7 @@ int64_t Session::resume_latest(const std::string& requested_dir) {
              Code::distributed, "ranks disagree on which checkpoints of '", dir, "' pass verification");
   if (!invalid.empty()) {
     std::string list;
-    for (const std::string& why : invalid) list += "\n  " + why;
+    for (const auto& [path, why] : invalid) list += "\n  " + why;
     const std::string outcome = chosen ? "the newest valid one is '" + chosen->path + "'" : "none of them is valid";
     if (!config_.checkpoint.discard_invalid) {
       fail(Code::checkpoint, "checkpoint.dir '", dir, "': ", invalid.size(), " checkpoint(s) fail verification and ",
@@ -926,7 +924,7 @@ int64_t Session::resume_latest(const std::string& requested_dir) {
            chosen ? "the newest valid one" : "step 0", ":", list);
     }
     if (comm_->rank() == 0) {
-      for (const std::string& path : invalid_paths) {
+      for (const auto& [path, why] : invalid) {
         log_message(log_warning, "checkpoint.discard_invalid: moved '" + path + "' to '" + set_aside(path) + "'");
       }
     }
