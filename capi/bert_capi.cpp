@@ -476,14 +476,12 @@ bert_status bert_session_memory(const bert_session* session, bert_memory_info* i
     require(session, "session");
     require(info, "info");
     check_struct(info->struct_size, kMemoryInfoSize, "bert_memory_info");
-    bert::Session& s = *session->impl;
-    const uint64_t flat = static_cast<uint64_t>(s.model().params().total_elems) * sizeof(float);
-    info->parameter_bytes = flat;
-    const bool training = !s.model().inference();
-    info->gradient_bytes = training ? flat : 0;
-    info->optimizer_bytes = 3 * static_cast<uint64_t>(s.optimizer_elems()) * sizeof(float);  // m, v, update
-    info->activation_bytes = s.model().arena_bytes();
-    info->peak_device_bytes = s.ops().peak_bytes();
+    const bert::SessionMemory m = session->impl->memory();
+    info->parameter_bytes = m.parameter_bytes;
+    info->gradient_bytes = m.gradient_bytes;
+    info->optimizer_bytes = m.optimizer_bytes;
+    info->activation_bytes = m.activation_bytes;
+    info->peak_device_bytes = m.peak_bytes;
   });
 }
 

@@ -96,6 +96,7 @@ class CostModelOps final : public Ops {
   void fill_zero(void* dst, size_t bytes) override;
   void synchronize() override;
   size_t peak_bytes() const override;
+  bool holds_values() const override { return inner_ != nullptr; }
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
   int device() const override { return inner_ ? inner_->device() : -1; }
   DType activation_type() const override;

@@ -88,6 +88,9 @@ class Ops {
   virtual void* native_stream() { return nullptr; }
   // The GPU the backend's work runs on (-1: none, the CPU).
   virtual int device() const { return -1; }
+  // False for a backend that only accounts for the work (the cost model without an inner
+  // backend): its memory holds no values, so none need computing for it.
+  virtual bool holds_values() const { return true; }
   // The storage type of every activation tensor the ops take (Act / ConstAct); the public
   // methods reject views of another type with Error(internal).
   virtual DType activation_type() const = 0;

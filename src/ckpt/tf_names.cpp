@@ -60,4 +60,28 @@ bool map_tf_bert_name(const std::string& tf_name, TfNameMapping& out) {
   return true;
 }
 
+std::string tf_bert_name(const std::string& hf_name) {
+  std::vector<std::string> parts = split(hf_name, '.');
+  std::string& last = parts.back();
+  const std::string& owner = parts.size() > 1 ? parts[parts.size() - 2] : last;
+  if (hf_name == "cls.predictions.bias") {
+    last = "output_bias";
+  } else if (parts.size() == 3 && parts[0] == "cls" && parts[1] == "seq_relationship") {
+    last = last == "weight" ? "output_weights" : "output_bias";
+  } else if (owner == "LayerNorm") {
+    last = last == "weight" ? "gamma" : "beta";
+  } else if (last == "weight" && owner.size() > 11 && owner.compare(owner.size() - 11, 11, "_embeddings") == 0) {
+    parts.pop_back();
+  } else if (last == "weight") {
+    last = "kernel";
+  }
+  std::string name;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool layer_index = i > 0 && parts[i - 1] == "layer";
+    if (parts[i] == "layer" && i + 1 < parts.size()) continue;  // "layer.3" -> "layer_3"
+    name += (name.empty() ? "" : "/") + (layer_index ? "layer_" + parts[i] : parts[i]);
+  }
+  return name;
+}
+
 }  // namespace bert

@@ -19,4 +19,8 @@ struct TfNameMapping {
 // False for names that are not BERT variables or slots (global_step, loss-scale state, ...).
 bool map_tf_bert_name(const std::string& tf_name, TfNameMapping& out);
 
+// The TensorFlow variable name of a Hugging Face BERT name (the inverse of map_tf_bert_name for
+// the model's tensors): what MLPerf's BERT logs name in weights_initialization.
+std::string tf_bert_name(const std::string& hf_name);
+
 }  // namespace bert

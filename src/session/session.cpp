@@ -279,6 +279,16 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
 
 Session::~Session() = default;
 
+SessionMemory Session::memory() const {
+  SessionMemory m;
+  m.parameter_bytes = static_cast<uint64_t>(model_->params().total_elems) * sizeof(float);
+  m.gradient_bytes = model_->inference() ? 0 : m.parameter_bytes;
+  m.optimizer_bytes = 3 * static_cast<uint64_t>(optimizer_elems()) * sizeof(float);  // m, v, update
+  m.activation_bytes = model_->arena_bytes();
+  m.peak_bytes = ops_->peak_bytes();
+  return m;
+}
+
 // A recorded (CUDA graph) micro-batch is not packed, its sequence table would change with every
 // batch: it is padded to its length bin instead, a multiple of data.pad_to_multiple or of 64
 // tokens (cuDNN's flash tile), so there is one recording per bin.

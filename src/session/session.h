@@ -54,6 +54,14 @@ struct EvalStats {
 
 // Benchmarks' hook: receives the backend the config selects and returns the one the session
 // uses (e.g. the same backend inside a ProfilingOps).
+struct SessionMemory {
+  uint64_t parameter_bytes = 0;   // fp32 weights (flat buffer)
+  uint64_t gradient_bytes = 0;    // 0 for an inference session
+  uint64_t optimizer_bytes = 0;   // the moments and the update buffer of this rank's parameters
+  uint64_t activation_bytes = 0;  // the activation arena
+  uint64_t peak_bytes = 0;        // the backend's peak memory held at once
+};
+
 using BackendWrapper = std::function<std::unique_ptr<Ops>(std::unique_ptr<Ops>)>;
 
 class Session {
@@ -76,6 +84,9 @@ class Session {
   int64_t global_step() const { return global_step_; }
   // Parameters whose optimizer state this rank keeps (all of them unless dist.shard_optimizer).
   int64_t optimizer_elems() const { return optimizer_ ? optimizer_->elems() : 0; }
+  // The backend memory this session holds, from the engine's own accounting (bert_session_memory).
+  SessionMemory memory() const;
+  const LrSchedule& schedule() const { return schedule_; }
 
   StepStats forward_backward(const BatchView& batch);
   void allreduce();

@@ -23,14 +23,18 @@ namespace {
 
 // The communicator of a modelled data-parallel step: one rank as far as results go (the session's
 // collectives return this rank's values), while each gradient bucket it is asked to sum is added
-// to the modelled kernels as the collective work of a ring over `world` GPUs.
+// to the modelled kernels as the collective work of a ring over `world` GPUs. It tells the session
+// it is one of `reported_world` ranks: 1 for a modelled step (the step's work is one GPU's), the
+// real world size for a planned run (the batch split and the sharded optimizer's share are the
+// run's).
 class ModelledRanks final : public bert::Communicator {
  public:
-  ModelledRanks(int world, std::string collective) : world_(world), collective_(std::move(collective)) {}
+  ModelledRanks(int world, std::string collective, int reported_world = 1)
+      : world_(world), reported_world_(reported_world), collective_(std::move(collective)) {}
   bert::CostModelOps* ops = nullptr;  // set once the session made its backend
 
   int rank() const override { return 0; }
-  int world_size() const override { return 1; }
+  int world_size() const override { return reported_world_; }
   std::string name() const override { return "modelled ranks"; }
   void allreduce_sum(float*, int64_t n) override { add_sum(n, bert::WirePrecision::fp32); }
   void start_allreduce_sum(float*, int64_t n, bert::WirePrecision wire, void*) override { add_sum(n, wire); }
@@ -73,7 +77,7 @@ class ModelledRanks final : public bert::Communicator {
     if (wire != bert::WirePrecision::fp32) add(cast);
   }
 
-  int world_;
+  int world_, reported_world_;
   std::string collective_;
 };
 
@@ -145,7 +149,7 @@ ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config,
   // Model FLOPs count full-length sequences (as DLE and MLPerf do); real data has fewer tokens.
   m.real_token_share = static_cast<double>(measured.tokens) /
                        (static_cast<double>(q.batch) * session.config().data.max_seq_length);
-  m.model_flops = q.model_flops(session.config().model.to_json());
+  if (q.model_flops) m.model_flops = q.model_flops(session.config().model.to_json());
   m.arena_mib = static_cast<double>(session.model().arena_bytes()) / 1048576.0;
   m.params = session.model().params().total_elems;
 
@@ -162,23 +166,55 @@ ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config,
   return m;
 }
 
+bool low_precision(const CostModelRequest& q) { return q.precision == "bf16" || q.precision == "fp16"; }
+
+// The GEMM peak the request's precision runs at on `device`.
+double& gemm_peak_of(const CostModelRequest& q, bert::DeviceModel& device) {
+  return low_precision(q) ? device.tensor16_flops : q.precision == "tf32" ? device.tf32_flops : device.fp32_flops;
+}
+
 }  // namespace
+
+bert::DeviceModel requested_device(const CostModelRequest& q) {
+  bert::DeviceModel device = bert::device_model(q.device);
+  if (q.peak_tflops > 0) gemm_peak_of(q, device) = q.peak_tflops * 1e12;
+  if (q.bandwidth_tbs > 0) device.bandwidth = q.bandwidth_tbs * 1e12;
+  BERT_CHECK(q.world >= 1, bert::Code::invalid_argument, "--world must be at least 1, got ", q.world);
+  BERT_CHECK(!q.shard_optimizer || q.world > 1, bert::Code::invalid_argument,
+             "--shard-optimizer 1 needs --world 2 or more");
+  if (q.link_gbs > 0) device.gpu_link = q.link_gbs * 1e9;
+  return device;
+}
+
+bert::CostModelOptions requested_options(const CostModelRequest& q) {
+  bert::CostModelOptions options;
+  options.precision = q.precision;
+  options.activations_16bit = low_precision(q) && q.activations_16bit;  // as the session runs bf16/fp16
+  options.fused_attention = q.fused_attention;
+  return options;
+}
+
+bert::StepPrediction forecast_step(const CostModelRequest& q) {
+  return model_step(q, q.config, requested_options(q), requested_device(q)).p;
+}
+
+std::unique_ptr<bert::Session> planned_session(const CostModelRequest& q) {
+  const bert::SessionConfig config = bert::parse_session_config(modelled_config(q, q.config).dump());
+  auto ranks = std::make_unique<ModelledRanks>(q.world, "allreduce (ring)", q.world);
+  ModelledRanks* modelled = ranks.get();
+  return std::make_unique<bert::Session>(config, std::move(ranks), [&](std::unique_ptr<bert::Ops>) {
+    auto ops = std::make_unique<bert::CostModelOps>(requested_options(q));
+    modelled->ops = ops.get();
+    return ops;
+  });
+}
 
 int run_cost_model(const CostModelRequest& q) {
   try {
-    bert::DeviceModel device = bert::device_model(q.device);
-    const bool lowp = q.precision == "bf16" || q.precision == "fp16";
-    double& gemm_peak = lowp ? device.tensor16_flops : q.precision == "tf32" ? device.tf32_flops : device.fp32_flops;
-    if (q.peak_tflops > 0) gemm_peak = q.peak_tflops * 1e12;
-    if (q.bandwidth_tbs > 0) device.bandwidth = q.bandwidth_tbs * 1e12;
-    BERT_CHECK(q.world >= 1, bert::Code::invalid_argument, "--world must be at least 1, got ", q.world);
-    BERT_CHECK(!q.shard_optimizer || q.world > 1, bert::Code::invalid_argument,
-               "--shard-optimizer 1 needs --world 2 or more");
-    if (q.link_gbs > 0) device.gpu_link = q.link_gbs * 1e9;
-    bert::CostModelOptions options;
-    options.precision = q.precision;
-    options.activations_16bit = lowp && q.activations_16bit;  // as the session runs bf16/fp16
-    options.fused_attention = q.fused_attention;
+    bert::DeviceModel device = requested_device(q);
+    const double gemm_peak = gemm_peak_of(q, device);
+    const bool lowp = low_precision(q);
+    const bert::CostModelOptions options = requested_options(q);
     std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s activations, %s\n",
                 q.device.c_str(), q.precision.c_str(), gemm_peak / 1e12, lowp ? "16-bit" : q.precision.c_str(),
                 device.bandwidth / 1e12, options.activations_16bit ? q.precision.c_str() : "fp32",

@@ -5,9 +5,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "backend/cost_model_ops.h"
+#include "session/session.h"
 
 namespace bert_tools {
 
@@ -15,7 +19,7 @@ struct CostModelRequest {
   std::string device;       // "h100" or "a100"
   nlohmann::json config;    // the session config bert-bench built (its device/precision are replaced)
   std::string precision;    // the CUDA backend's precision to model
-  // Model FLOPs of the step from the resolved model config (bert-bench's analytic count).
+  // Model FLOPs of the step from the resolved model config (bert-bench's analytic count; unset: 0).
   std::function<double(const nlohmann::json& model)> model_flops;
   int batch = 0;            // sequences per step
   double peak_tflops = 0;   // overrides the device's peak for the GEMM precision (0: keep)
@@ -32,5 +36,16 @@ struct CostModelRequest {
 
 // Prints the tables and a JSON summary line; returns the process exit code.
 int run_cost_model(const CostModelRequest& request);
+
+// The GPU the request models (its peak, bandwidth and link overrides applied; Error on a bad
+// world or device) and the CUDA backend options it runs with.
+bert::DeviceModel requested_device(const CostModelRequest& request);
+bert::CostModelOptions requested_options(const CostModelRequest& request);
+// The steady-state training step of request.config predicted on request.device (no length bins).
+bert::StepPrediction forecast_step(const CostModelRequest& request);
+// A session of request.config on CostModelOps (no arithmetic, memory address space only), as rank
+// 0 of request.world ranks whose collectives do nothing but add their modelled cost: the run's
+// batch split, optimizer share and memory accounting, for any model size on any machine.
+std::unique_ptr<bert::Session> planned_session(const CostModelRequest& request);
 
 }  // namespace bert_tools

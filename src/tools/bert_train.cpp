@@ -26,9 +26,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bert.h"
+#include "ckpt/tf_names.h"
 #include "metrics_log.h"
 #include "mlperf_log.h"
 #include "run_dir.h"
+#include "run_plan.h"
 #include "tool_common.h"
 #include "tool_help.h"
 
@@ -45,6 +47,7 @@ void usage(FILE* out = stderr) {
   std::fprintf(out,
                "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
                "                  [--resume [--discard-invalid] | --overwrite] [--loss-log FILE] [--quiet]\n"
+               "       bert-train --plan CONFIG.json [PHASE2.json ...] [--world N] [--steps N]\n"
                "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
                "  each later one starts from the previous one's final checkpoint (its train.init_checkpoint\n"
                "  unless set) with its LAMB moments (train.init_optimizer_state) and a fresh step, schedule\n"
@@ -64,6 +67,10 @@ void usage(FILE* out = stderr) {
                "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
                "  --loss-log appends 'step loss' per step with every digit of the float (rank 0 writes it;\n"
                "  under mpirun the loss is the mean of the ranks' losses).\n"
+               "  --plan trains nothing: it prints, for N ranks (default 1), the batch split, steps and\n"
+               "  samples, the learning rate at a few steps, the evaluation and checkpoint points, the memory\n"
+               "  per rank (the engine's own accounting, no model allocated, no data read) and, for a CUDA\n"
+               "  recipe, the cost model's predicted step time and time to train; then a JSON line per phase.\n"
                "exit status:\n"
                "  0    every phase completed (or reached its target), or --steps-this-run stopped it with a\n"
                "       checkpoint written; also a --resume of a run that had already finished\n"
@@ -87,6 +94,8 @@ struct Options {
   long long steps_override = -1;
   long long steps_this_run = -1;  // -1: no limit
   bool quiet = false, resume = false, overwrite = false, discard_invalid = false;
+  bool plan = false;
+  int world = 0;  // --world: ranks to plan for (0: not given)
 };
 
 // bert-train's exit status when a phase ends its steps short of train.target_mlm_accuracy.
@@ -318,16 +327,23 @@ void PhaseRun::log_mlperf_header() {
   mlperf_.event("start_warmup_step", t["start_warmup_step"]);
   mlperf_.event("opt_epsilon", t["eps"]);
   mlperf_.event("opt_lamb_learning_rate_decay_poly_power", t["decay_degree"]);
+  // Every initialised tensor by its TensorFlow name, as MLPerf's reference logs them (ruleset
+  // 1.1.0 checks the list is BERT-large's).
+  size_t count = 0;
+  bert_param_count(session_, &count);
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    int ndim = 0;
+    int64_t shape[BERT_MAX_PARAM_DIMS];
+    if (bert_param_info(session_, i, &name, &ndim, shape) == BERT_OK) {
+      mlperf_.event("weights_initialization", nullptr, {{"tensor", bert::tf_bert_name(name)}});
+    }
+  }
   mlperf_.event("init_stop");
 }
 
 bool PhaseRun::eval_due(long long step) const {
-  if (!has_eval_data_) return false;
-  if (eval_every_ > 0) return step % eval_every_ == 0;
-  if (eval_every_samples_ > 0) {  // MLPerf: each time another eval_every_samples samples were seen
-    return step * global_batch_ / eval_every_samples_ > (step - 1) * global_batch_ / eval_every_samples_;
-  }
-  return false;
+  return has_eval_data_ && bert_tools::evaluation_due(step, eval_every_, eval_every_samples_, global_batch_);
 }
 
 bool PhaseRun::evaluate(long long step, bert_eval_result& e) {
@@ -532,6 +548,10 @@ bool parse_args(int argc, char** argv, Options& o) {
       o.discard_invalid = true;
     } else if (a == "--quiet") {
       o.quiet = true;
+    } else if (a == "--plan") {
+      o.plan = true;
+    } else if (a == "--world" && i + 1 < argc) {
+      o.world = static_cast<int>(bert_tools::int_option(a, argv[++i], 1, 1 << 20));
     } else if (!a.empty() && a[0] != '-') {
       o.configs.push_back(a);
     } else {
@@ -541,6 +561,10 @@ bool parse_args(int argc, char** argv, Options& o) {
   }
   if (o.discard_invalid && !o.resume) {
     std::fprintf(stderr, "error: --discard-invalid applies to --resume: give both\n");
+    return false;
+  }
+  if (o.world > 0 && !o.plan) {
+    std::fprintf(stderr, "error: --world applies to --plan (a run's world size is its launcher's): give both\n");
     return false;
   }
   if (o.resume && o.overwrite) {
@@ -612,6 +636,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> outputs;
+  if (o.plan) {
+    std::vector<bert_tools::PlannedPhase> phases;
+    std::string previous_final;
+    for (size_t i = 0; i < o.configs.size(); ++i) {
+      phases.push_back({o.configs[i], phase_config(o, o.configs[i], previous_final)});
+      previous_final = phase_output(o, o.configs[i], i + 1 == o.configs.size());
+    }
+    return bert_tools::run_plan(phases, std::max(o.world, 1));
+  }
   for (size_t i = 0; i < o.configs.size(); ++i) {
     outputs.push_back(phase_output(o, o.configs[i], i + 1 == o.configs.size()));
     for (size_t j = 0; j < i; ++j) {

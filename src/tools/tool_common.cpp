@@ -74,6 +74,12 @@ int launcher_rank() {
   return 0;
 }
 
+bool evaluation_due(long long step, long long every, long long every_samples, long long global_batch) {
+  if (every > 0) return step % every == 0;
+  if (every_samples > 0) return step * global_batch / every_samples > (step - 1) * global_batch / every_samples;
+  return false;
+}
+
 std::string format_duration(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
   char buf[32];

@@ -18,6 +18,10 @@ bool failed(bert_status status, const char* what);
 long long int_option(const std::string& option, const std::string& text, long long min, long long max);
 double number_option(const std::string& option, const std::string& text, double min, double max);
 bool bool_option(const std::string& option, const std::string& text);
+// Whether bert-train evaluates after optimizer step `step` (1-based): every `every` steps, or each
+// time another `every_samples` samples were seen at `global_batch` per step (MLPerf); never when
+// both are 0. (It also evaluates at the end of a phase.)
+bool evaluation_due(long long step, long long every, long long every_samples, long long global_batch);
 // "1h02m", "3m05s", "12s".
 std::string format_duration(double seconds);
 // This process's rank as its launcher set it (Open MPI, Slurm, torchrun-style RANK, in the order

@@ -8,10 +8,11 @@ LAMB moments, 3 x 335M fp32 values, about 4.0 GB) writing a checkpoint with bert
 every name and shape checked). The peer is torch.save of a dict holding the same tensors (names,
 shapes, values read from the engine's file), then torch.load; it is timed without and with an
 os.fsync of the file (the engine always fsyncs). Each side runs in its own process, alternating
-for --rounds; the median is reported. Peak extra memory: the rise of the process's peak RSS
+for --rounds (odd rounds engine first, even rounds peer first: the peer needs the engine's
+file, so round 1 starts with the engine); each round is printed and the median is reported. Peak extra memory: the rise of the process's peak RSS
 (VmHWM, reset through /proc/self/clear_refs) over its RSS before the call.
 
-usage: /usr/bin/python3 tests/bench/bench_checkpoint.py --lib build/capi/libbert.so
+usage: /usr/bin/python3 tests/bench/bench_checkpoint.py --lib build/libbert.so
          [--model bert-large] [--rounds 3] [--dir /tmp] [--torch-python PYTHON]
 """
 import argparse
@@ -109,12 +110,19 @@ def main():
     torch_file = os.path.join(args.dir, f"bench_ckpt_{os.getpid()}.pt")
     rows = {"engine": [], "torch.save": [], "torch.save+fsync": []}
     try:
-        for _ in range(args.rounds):
-            rows["engine"].append(child(sys.executable, "engine", "--lib", args.lib, "--model", args.model,
-                                        "--path", engine_file))
-            for name, fsync in (("torch.save", 0), ("torch.save+fsync", 1)):
-                rows[name].append(child(args.torch_python, "peer", "--source", engine_file, "--path", torch_file,
-                                        "--fsync", fsync))
+        for r in range(args.rounds):
+            # The writers take turns going first: what the process before a writer freed (this
+            # VM backs recently freed memory faster) favours neither side.
+            order = ["engine", "torch.save", "torch.save+fsync"][::1 if r % 2 == 0 else -1]
+            for name in order:
+                if name == "engine":
+                    rows[name].append(child(sys.executable, "engine", "--lib", args.lib, "--model", args.model,
+                                            "--path", engine_file))
+                else:
+                    rows[name].append(child(args.torch_python, "peer", "--source", engine_file, "--path", torch_file,
+                                            "--fsync", int(name.endswith("fsync"))))
+            print(f"round {r + 1}: " + ", ".join(f"{n} write {rows[n][-1]['write'][0]:.2f} s read "
+                                                 f"{rows[n][-1]['read'][0]:.2f} s" for n in order), flush=True)
     finally:
         for path in (engine_file, torch_file):
             if os.path.exists(path):

@@ -13,9 +13,11 @@
 #include <string>
 
 #include "ckpt/sstable.h"
+#include "ckpt/tf_names.h"
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/proto_wire.h"
+#include "model/param_table.h"
 #include "prep/tfrecord.h"
 
 namespace {
@@ -107,3 +109,25 @@ TEST(TfFormats, RandomBytesAreReadOrRefused) {
 }
 
 }  // namespace
+
+// Every tensor of BERT-large's pretraining model has a TF name that maps back onto it: MLPerf's
+// weights_initialization list is made of these (398 names, checked against the official
+// checker's ruleset 1.1.0 in tests/train/test_mlperf_log.py).
+TEST(TfNames, BertLargeNamesRoundTrip) {
+  const bert::ParamTable table(bert::parse_bert_config(nlohmann::json("bert-large"), "model"));
+  ASSERT_EQ(table.entries.size(), 398u);
+  for (const bert::ParamEntry& e : table.entries) {
+    const std::string tf = bert::tf_bert_name(e.name);
+    bert::TfNameMapping back;
+    ASSERT_TRUE(bert::map_tf_bert_name(tf, back)) << tf;
+    EXPECT_EQ(back.target, e.name) << tf;
+    EXPECT_EQ(back.group, "model");
+  }
+  EXPECT_EQ(bert::tf_bert_name("bert.encoder.layer.23.attention.self.query.weight"),
+            "bert/encoder/layer_23/attention/self/query/kernel");
+  EXPECT_EQ(bert::tf_bert_name("bert.embeddings.LayerNorm.weight"), "bert/embeddings/LayerNorm/gamma");
+  EXPECT_EQ(bert::tf_bert_name("bert.embeddings.word_embeddings.weight"), "bert/embeddings/word_embeddings");
+  EXPECT_EQ(bert::tf_bert_name("cls.predictions.bias"), "cls/predictions/output_bias");
+  EXPECT_EQ(bert::tf_bert_name("cls.seq_relationship.weight"), "cls/seq_relationship/output_weights");
+  EXPECT_EQ(bert::tf_bert_name("cls.predictions.transform.LayerNorm.bias"), "cls/predictions/transform/LayerNorm/beta");
+}
