@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <memory>
@@ -115,13 +116,19 @@ class MpiCommunicator : public Communicator {
     BERT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     BERT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
     // The duplicate is made non-blocking too: a peer that never arrives times out here as well.
-    std::vector<MPI_Request> reqs(1);
-    start("communicator creation", [&] { BERT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &reqs[0])); });
+    std::vector<MPI_Request> reqs(2);
+    start("communicator creation", [&] {
+      BERT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &reqs[0]));
+      BERT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &roll_call_comm_, &reqs[1]));
+    });
     wait("communicator creation", 0, reqs);
+    roll_call_ready_ = true;
     BERT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    BERT_MPI_CHECK(MPI_Comm_set_errhandler(roll_call_comm_, MPI_ERRORS_RETURN));
     local_rank_ = plan.local_rank;
     if (rank_ != plan.rank || world_ != plan.world_size) {
       MPI_Comm_free(&comm_);
+      MPI_Comm_free(&roll_call_comm_);
       fail(Code::config, "distributed setup from ", plan.source, " says rank ", plan.rank, " of ", plan.world_size,
            ", but MPI_COMM_WORLD has this process as rank ", rank_, " of ", world_,
            " (launch one process per rank with mpirun/srun, or leave rank and world_size at -1)");
@@ -129,7 +136,9 @@ class MpiCommunicator : public Communicator {
   }
 
   ~MpiCommunicator() override {
-    if (!broken_) MPI_Comm_free(&comm_);
+    if (broken_) return;  // freeing could wait for the lost peer
+    MPI_Comm_free(&comm_);
+    MPI_Comm_free(&roll_call_comm_);
   }
 
   int rank() const override { return rank_; }
@@ -266,6 +275,7 @@ class MpiCommunicator : public Communicator {
 
  private:
   static constexpr int64_t kMaxCount = INT_MAX / 2;  // MPI counts are int: long buffers go in chunks
+  static constexpr double kRollCallSeconds = 1.5;     // how long a timed-out rank listens for its peers
 
   void reduce(const char* what, float* data, int64_t n, ReduceOp op) {
     std::vector<MPI_Request> reqs;
@@ -314,11 +324,56 @@ class MpiCommunicator : public Communicator {
       if (deadline.expired()) {
         mark_broken("timeout");
         fail(Code::distributed, "MPI ", what, size_text(n), " on rank ", rank_, " of ", world_, " timed out after ",
-             deadline.timeout(),
-             " s (dist.timeout_s): a peer rank died, stopped answering, or skipped this collective");
+             deadline.timeout(), " s (dist.timeout_s): ", silent_peers());
       }
       deadline.pause();
     }
+  }
+
+  // After a collective timed out: which peers still answer. This rank posts its number to every
+  // other rank on a communicator of its own and listens for theirs for kRollCallSeconds; the
+  // survivors of one collective time out within moments of each other and hear each other, a
+  // rank that died, hangs or is elsewhere in the program does not answer.
+  std::string silent_peers() {
+    if (!roll_call_ready_) return "a peer rank died, stopped answering, or never created its session";
+    constexpr int kTag = 1;
+    std::vector<int> answer(world_, -1);
+    std::vector<MPI_Request> sends(world_, MPI_REQUEST_NULL), receives(world_, MPI_REQUEST_NULL);
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) continue;
+      MPI_Isend(&rank_, 1, MPI_INT, r, kTag, roll_call_comm_, &sends[r]);
+      MPI_Irecv(&answer[r], 1, MPI_INT, r, kTag, roll_call_comm_, &receives[r]);
+    }
+    std::vector<bool> heard(world_, false);
+    heard[rank_] = true;
+    Deadline deadline(std::min(kRollCallSeconds, timeout_s_));
+    while (std::find(heard.begin(), heard.end(), false) != heard.end() && !deadline.expired()) {
+      for (int r = 0; r < world_; ++r) {
+        int flag = 0;
+        if (!heard[r] && receives[r] != MPI_REQUEST_NULL && MPI_Test(&receives[r], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+            flag) {
+          heard[r] = answer[r] == r;
+        }
+      }
+      deadline.pause();
+    }
+    for (std::vector<MPI_Request>* pending : {&sends, &receives}) {
+      for (MPI_Request& q : *pending) {
+        if (q == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&q);
+        MPI_Request_free(&q);
+      }
+    }
+    std::string silent;
+    int count = 0;
+    for (int r = 0; r < world_; ++r) {
+      if (!heard[r]) silent += (count++ ? ", " : "") + std::to_string(r);
+    }
+    if (count == 0) return "every rank answered a roll call after it, so a peer skipped this collective or is late";
+    char window[32];
+    std::snprintf(window, sizeof window, "%.1f", deadline.timeout());
+    return std::string(count == 1 ? "rank " : "ranks ") + silent + " did not answer a roll call within " + window +
+           " s after it (died, hung, or elsewhere in the program)";
   }
 
   // Per-rank counts as MPI's ints (one per rank, their total within an int).
@@ -341,6 +396,8 @@ class MpiCommunicator : public Communicator {
 
   MpiUse use_;  // first member: MPI is held before and after everything below
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm roll_call_comm_ = MPI_COMM_NULL;  // silent_peers() only
+  bool roll_call_ready_ = false;              // both communicators made
   int rank_ = 0, world_ = 1, local_rank_ = 0;
   std::vector<std::unique_ptr<PendingSum>> pending_;
   std::vector<MPI_Request> pending_reqs_;

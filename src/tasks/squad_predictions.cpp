@@ -50,8 +50,10 @@ std::vector<int> best_indexes(const float* values, int count, int n) {
   return order;
 }
 
-// " ".join(pieces).replace(" ##", "") then whitespace-normalised, as BertTokenizer's
-// convert_tokens_to_string and compute_predictions_logits clean it.
+// " ".join(pieces).replace(" ##", "").replace("##", "") then whitespace-normalised, as Google's
+// run_squad.py write_predictions cleans it (DLE's too). A span that starts on a "##" piece thus
+// answers the partial word ("##ing" -> "ing", found inside the original word by
+// squad_final_text); HF's compute_predictions_logits keeps that "##" and falls back to the whole word.
 std::string detokenize(const Vocab& vocab, const int32_t* ids, int count) {
   std::string joined;
   for (int i = 0; i < count; ++i) joined += (i ? " " : "") + vocab.token(ids[i]);
@@ -59,6 +61,8 @@ std::string detokenize(const Vocab& vocab, const int32_t* ids, int count) {
   for (size_t i = 0; i < joined.size();) {
     if (joined.compare(i, 3, " ##") == 0) {
       i += 3;
+    } else if (joined.compare(i, 2, "##") == 0) {
+      i += 2;
     } else {
       out += joined[i++];
     }

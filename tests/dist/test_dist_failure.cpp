@@ -1,6 +1,6 @@
 // A rank dies (or, with BERT_TEST_FAILURE=hang, stops answering) mid-run under mpirun: the last
 // rank leaves before step 3, and every survivor's bert_step must return BERT_ERR_DISTRIBUTED
-// naming the all-reduce within dist.timeout_s (plus a margin), then refuse further collectives
+// naming the all-reduce and the lost rank within dist.timeout_s (plus a margin), then refuse further collectives
 // at once and exit without hanging. MPI here is initialised by the library itself from the Open
 // MPI environment.
 #include <gtest/gtest.h>
@@ -79,6 +79,8 @@ TEST(DistFailure, SurvivorsReturnErrorWithinTimeout) {
   const std::string msg = bert_last_error();
   EXPECT_NE(msg.find("allreduce_sum"), std::string::npos) << msg;
   EXPECT_NE(msg.find("rank " + std::to_string(rank) + " of " + std::to_string(world)), std::string::npos) << msg;
+  // The survivors time out together and hear each other's roll call: the lost rank alone is named.
+  EXPECT_NE(msg.find("rank " + std::to_string(world - 1) + " did not answer a roll call"), std::string::npos) << msg;
   EXPECT_GE(waited, kTimeout * 0.9) << msg;
   EXPECT_LT(waited, kTimeout + 5.0) << msg;
   std::fprintf(stderr, "rank %d: BERT_ERR_DISTRIBUTED after %.2f s: %s\n", rank, waited, msg.c_str());

@@ -4,7 +4,9 @@ BertTokenizer on the same vocabulary, feature by feature (input ids, token types
 start/end positions, impossible flags, token_to_orig_map, token_is_max_context, the questions left
 out of training); the core's post-processing (squad_tool predict) gives the same predictions.json
 (texts exactly), nbest_predictions.json (texts and logits exactly, probabilities within 1e-6) and
-null_odds.json as compute_predictions_logits fed the same features and logits. Contexts are real
+null_odds.json as compute_predictions_logits fed the same features and logits, with Google's
+write_predictions rule for a span that starts inside a word (the partial word; HF's own rule gives
+the whole word — see with_google_text_rule). Contexts are real
 text (wikitext-2 validation from ../shared/data with its BERT uncased vocabulary, else the prose
 in data/squad_text.txt with a vocabulary built here), several paragraphs long so that windows
 overlap, with odd whitespace, answers inside words, answers the context does not hold, long
@@ -132,6 +134,16 @@ def hf_features(path, vocab, v2, training, config):
     return examples, features, tokenizer
 
 
+def with_google_text_rule(tokenizer):
+    """compute_predictions_logits is a port of Google's write_predictions but for one line: it
+    joins a span's pieces with convert_tokens_to_string, which keeps the "##" of a span that
+    starts inside a word (get_final_text then falls back to the whole word), where Google's
+    `" ".join(tok_tokens).replace(" ##", "").replace("##", "")` (HF keeps it as a comment) answers
+    the partial word. The engine follows Google (and DLE): so does the tokenizer returned here."""
+    tokenizer.convert_tokens_to_string = lambda tokens: " ".join(tokens).replace(" ##", "").replace("##", "")
+    return tokenizer
+
+
 def our_features(path, vocab, training, config):
     result = subprocess.run([TOOL, "features", str(path), vocab, "train" if training else "eval", *map(str, config)],
                             capture_output=True, text=True)
@@ -191,7 +203,9 @@ def test_predictions_equal_hugging_face(tmp_path, version, threshold):
     for k in range(0, len(features), 3):  # some windows with a clear best answer inside the context
         f = features[k]
         inside = sorted(f.token_to_orig_map)
-        s = inside[int(rng.integers(0, len(inside)))]
+        inside_words = [i for i in inside if f.tokens[i].startswith("##")]  # answers starting inside a word
+        pool = inside_words if k % 2 == 0 and inside_words else inside
+        s = pool[int(rng.integers(0, len(pool)))]
         logits[k, 0, s] += 8
         logits[k, 1, min(s + int(rng.integers(0, 4)), inside[-1])] += 8
     for k, f in enumerate(features):  # every window of every fourth question: a high [CLS] score
@@ -200,12 +214,14 @@ def test_predictions_equal_hugging_face(tmp_path, version, threshold):
         logits[k, :, len(f.tokens):] = -1e4  # padding: below every real position (the engine ranks real ones only)
     logits.tofile(tmp_path / "logits.f32")
     results = [SquadResult(f.unique_id, logits[k, 0].tolist(), logits[k, 1].tolist()) for k, f in enumerate(features)]
-    hf_dir, our_dir = tmp_path / "hf", tmp_path / "ours"
-    hf_dir.mkdir()
-    our_dir.mkdir()
+    hf_dir, our_dir, whole_word_dir = tmp_path / "hf", tmp_path / "ours", tmp_path / "whole_word"
+    for d in (hf_dir, our_dir, whole_word_dir):
+        d.mkdir()
+    compute_predictions_logits(examples, features, results, 20, 30, True, str(whole_word_dir / "predictions.json"),
+                               str(whole_word_dir / "nbest_predictions.json"), None, False, v2, threshold, tokenizer)
     compute_predictions_logits(examples, features, results, 20, 30, True, str(hf_dir / "predictions.json"),
                                str(hf_dir / "nbest_predictions.json"), str(hf_dir / "null_odds.json"), False, v2,
-                               threshold, tokenizer)
+                               threshold, with_google_text_rule(tokenizer))
     result = subprocess.run([TOOL, "predict", str(path), vocab, str(tmp_path / "logits.f32"), *map(str, config), "20",
                              "30", str(threshold), str(our_dir)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -213,6 +229,10 @@ def test_predictions_equal_hugging_face(tmp_path, version, threshold):
     ours = json.loads((our_dir / "predictions.json").read_text())
     assert list(ours.items()) == list(theirs.items())
     assert sum(1 for t in theirs.values() if t) >= len(theirs) // 3
+    # answers that start inside a word: the partial word (Google), where HF's rule gives the whole word
+    whole_word = json.loads((whole_word_dir / "predictions.json").read_text())
+    partial = [(ours[q], whole_word[q]) for q in ours if ours[q] != whole_word[q]]
+    assert partial and all(mine and mine in theirs for mine, theirs in partial), partial
     nbest_theirs = json.loads((hf_dir / "nbest_predictions.json").read_text())
     nbest_ours = json.loads((our_dir / "nbest_predictions.json").read_text())
     assert list(nbest_ours) == list(nbest_theirs)
@@ -254,7 +274,8 @@ def test_padding_never_crowds_negative_logits_out_of_the_n_best(tmp_path):
     hf_dir.mkdir()
     our_dir.mkdir()
     compute_predictions_logits(examples, features, results, 20, 30, True, str(hf_dir / "predictions.json"),
-                               str(hf_dir / "nbest_predictions.json"), None, False, False, 0.0, tokenizer)
+                               str(hf_dir / "nbest_predictions.json"), None, False, False, 0.0,
+                               with_google_text_rule(tokenizer))
     result = subprocess.run([TOOL, "predict", str(path), vocab, str(tmp_path / "logits.f32"), *map(str, config), "20",
                              "30", "0", str(our_dir)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
