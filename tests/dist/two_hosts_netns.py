@@ -215,6 +215,8 @@ def scenario(tmp, cluster, build, train, mpirun):
     assert set(seen) == {0, 1}, logs
     for rank, seconds in seen.items():
         assert seconds <= TIMEOUT_S + 3.0, f"rank {rank} took {seconds:.2f} s (dist.timeout_s {TIMEOUT_S})"
+        # each side names the rank it lost (the roll call after the timeout gets no answer across the cut)
+        assert f"rank {1 - rank} did not answer a roll call" in logs[rank], logs[rank]
     assert all(digest(t("cut", f)) == d for f, d in before.items()), "a checkpoint changed after the cut"
     last = max(int(f[5:-3]) for f in os.listdir(t("cut")) if f.startswith("ckpt_") and f.endswith(".h5"))
     assert not os.path.exists(t("cut", "final.h5"))
