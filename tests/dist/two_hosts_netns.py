@@ -9,8 +9,9 @@ the veth interface).
    on the same global batches, within 1e-5) passes across them; and `bert-train` across them is
    bit-identical to the same two ranks without namespaces.
 2. Host 1's link is cut (`ip link set eth0 down`) mid-run: each rank, each on its own side of the
-   cut, prints BERT_ERR_DISTRIBUTED within dist.timeout_s of the cut (times printed); the
-   checkpoints written before the cut are unchanged.
+   cut, prints BERT_ERR_DISTRIBUTED within dist.timeout_s (+ the 1.5 s roll call) of the cut
+   (times printed), naming the other rank as lost; the checkpoints written before the cut are
+   unchanged, and the surviving host alone resumes from them (2 ranks -> 1) and finishes.
 3. With the link back, `bert-train --resume` finishes the run: final weights bit-identical to the
    uninterrupted two-host run.
 
@@ -220,6 +221,17 @@ def scenario(tmp, cluster, build, train, mpirun):
     assert all(digest(t("cut", f)) == d for f, d in before.items()), "a checkpoint changed after the cut"
     last = max(int(f[5:-3]) for f in os.listdir(t("cut")) if f.startswith("ckpt_") and f.endswith(".h5"))
     assert not os.path.exists(t("cut", "final.h5"))
+
+    # The surviving host alone: a restart at the remaining world size continues from the same
+    # checkpoint (the data cursor rescaled to one rank, the global batch kept by accumulation).
+    shutil.copytree(t("cut"), t("one_host"))
+    started = time.monotonic()
+    p = subprocess.run([train, config(t("one_host.json"), t("one_host")), "--resume", "--quiet"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and f"resumed from step {last}" in p.stdout, p.stdout + p.stderr
+    assert os.path.exists(t("one_host", "final.h5"))
+    print(f"resumed from ckpt_{last}.h5 on the surviving host alone (2 ranks -> 1): {STEPS} steps done in "
+          f"{time.monotonic() - started:.1f} s, final.h5 written")
 
     # The link back: the run resumes from its newest checkpoint and ends where the straight run did.
     set_link(1, up=True)
