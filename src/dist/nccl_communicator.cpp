@@ -380,7 +380,8 @@ class NcclCommunicator : public Communicator {
         broken_ = true;
         fail(Code::distributed, "NCCL ", what, " of ", n, " elements on rank ", rank_, " of ", world_,
              " timed out after ", deadline.timeout(),
-             " s (dist.timeout_s): a peer rank died, stopped answering, or skipped this collective");
+             " s (dist.timeout_s): a peer rank died, stopped answering, or skipped this collective (NCCL does "
+             "not tell which; the other ranks' logs and the launcher's exit codes do)");
       }
       deadline.pause();
     }

@@ -1,5 +1,6 @@
-// TCP rendezvous for the NCCL bootstrap (see tcp_rendezvous.h). The wire format is a fixed
-// magic, a 4-byte big-endian length and the payload. Sockets are non-blocking and polled
+// TCP rendezvous for the NCCL bootstrap (see tcp_rendezvous.h). A peer first sends its rank
+// (4 bytes, big-endian), so that rank 0 can name the ranks that never came; rank 0 answers with a
+// fixed magic, a 4-byte big-endian length and the payload. Sockets are non-blocking and polled
 // against one deadline; sends use MSG_NOSIGNAL so a vanished peer cannot raise SIGPIPE in the
 // host.
 #include "dist/tcp_rendezvous.h"
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "dist/deadline.h"
@@ -75,20 +77,43 @@ class Rendezvous {
     }
   }
 
-  std::string receive(int fd, size_t count) const {
+  std::string receive(int fd, size_t count, const char* what) const {
     std::string out(count, '\0');
     size_t got = 0;
     while (got < count) {
-      wait_for(fd, POLLIN, "waiting for rank 0's id");
+      wait_for(fd, POLLIN, what);
       const ssize_t n = ::recv(fd, out.data() + got, count - got, 0);
-      if (n == 0) fail_with("rank 0 closed the connection before sending the id");
+      if (n == 0) fail_with(std::string("the connection closed while ") + what);
       if (n < 0 && errno != EAGAIN && errno != EINTR) fail_with("receiving the id", errno);
       if (n > 0) got += static_cast<size_t>(n);
     }
     return out;
   }
 
-  std::string serve(const std::string& payload, int peers) const {
+  // The ranks of 1..world-1 not yet in `joined`, as "rank 3" / "ranks 2, 5".
+  static std::string missing_ranks(const std::vector<bool>& joined) {
+    std::string list;
+    int count = 0;
+    for (size_t r = 1; r < joined.size(); ++r) {
+      if (!joined[r]) list += (count++ ? ", " : "") + std::to_string(r);
+    }
+    return (count == 1 ? "rank " : "ranks ") + list;
+  }
+
+  // A connected peer's rank: 4 bytes, big-endian, within 1..world-1 and not seen before.
+  int peer_rank(int fd, const std::vector<bool>& joined) const {
+    const std::string bytes = receive(fd, sizeof(uint32_t), "waiting for a connected peer's rank");
+    uint32_t rank = 0;
+    std::memcpy(&rank, bytes.data(), sizeof rank);
+    rank = ntohl(rank);
+    if (rank == 0 || rank >= joined.size()) {
+      fail_with("a peer announced rank " + std::to_string(rank) + ", outside 1.." + std::to_string(joined.size() - 1));
+    }
+    if (joined[rank]) fail_with("rank " + std::to_string(rank) + " connected twice (two processes with one rank?)");
+    return static_cast<int>(rank);
+  }
+
+  std::string serve(const std::string& payload, int world) const {
     if (payload.size() > kMaxPayloadBytes) fail_with("payload too large");
     Socket listener(::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (listener.fd < 0) fail_with("socket()", errno);
@@ -102,19 +127,22 @@ class Rendezvous {
     if (::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       fail_with("rank 0 cannot listen on port " + std::to_string(port_), errno);
     }
-    if (::listen(listener.fd, peers) != 0) fail_with("listen()", errno);
+    if (::listen(listener.fd, world) != 0) fail_with("listen()", errno);
     std::string message(kMagic, sizeof kMagic);
     const uint32_t length = htonl(static_cast<uint32_t>(payload.size()));
     message.append(reinterpret_cast<const char*>(&length), sizeof length);
     message += payload;
-    for (int served = 0; served < peers;) {
-      wait_for(listener.fd, POLLIN, ("waiting for " + std::to_string(peers - served) + " more rank(s) to connect").c_str());
+    std::vector<bool> joined(static_cast<size_t>(world), false);
+    for (int served = 1; served < world;) {
+      wait_for(listener.fd, POLLIN, ("waiting for " + missing_ranks(joined) + " to connect (never came)").c_str());
       Socket peer(::accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (peer.fd < 0) {
         if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
         fail_with("accept()", errno);
       }
+      const int rank = peer_rank(peer.fd, joined);
       send_all(peer.fd, message);
+      joined[static_cast<size_t>(rank)] = true;
       ++served;
     }
     return payload;
@@ -149,7 +177,7 @@ class Rendezvous {
     return connected;
   }
 
-  std::string fetch() const {
+  std::string fetch(int rank) const {
     int fd = -1;
     while ((fd = try_connect()) < 0) {
       if (remaining_ms() == 0) {
@@ -158,13 +186,15 @@ class Rendezvous {
       std::this_thread::sleep_for(std::chrono::milliseconds(kConnectRetryMs));
     }
     Socket peer(fd);
-    const std::string header = receive(peer.fd, kHeaderBytes);
+    const uint32_t announced = htonl(static_cast<uint32_t>(rank));
+    send_all(peer.fd, std::string(reinterpret_cast<const char*>(&announced), sizeof announced));
+    const std::string header = receive(peer.fd, kHeaderBytes, "waiting for rank 0's id");
     if (std::memcmp(header.data(), kMagic, sizeof kMagic) != 0) fail_with("the listener is not a bertengine rank 0");
     uint32_t length = 0;
     std::memcpy(&length, header.data() + sizeof kMagic, sizeof length);
     length = ntohl(length);
     if (length > kMaxPayloadBytes) fail_with("announced payload of " + std::to_string(length) + " bytes is too large");
-    return receive(peer.fd, length);
+    return receive(peer.fd, length, "waiting for rank 0's id");
   }
 
  private:
@@ -181,7 +211,7 @@ std::string share_from_rank0_over_tcp(const std::string& host, int port, int ran
     fail(Code::config, "NCCL bootstrap over TCP: port ", port, " (MASTER_PORT + 1) is not a TCP port");
   }
   Rendezvous r(host, port, timeout_s);
-  return rank == 0 ? r.serve(payload, world_size - 1) : r.fetch();
+  return rank == 0 ? r.serve(payload, world_size) : r.fetch(rank);
 }
 
 }  // namespace bert

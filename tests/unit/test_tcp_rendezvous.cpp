@@ -68,8 +68,26 @@ TEST(TcpRendezvous, RankZeroTimesOutWhenAPeerNeverComes) {
     FAIL() << "no error without the peer";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::distributed);
-    EXPECT_NE(std::string(e.what()).find("waiting for 1 more rank(s) to connect"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("waiting for rank 1 to connect (never came)"), std::string::npos) << e.what();
   }
+}
+
+// Of four ranks, 1 and 3 come: rank 0 names 2, the one that never connected.
+TEST(TcpRendezvous, RankZeroNamesTheRanksThatNeverCame) {
+  const int port = free_port();
+  std::vector<std::future<void>> peers;
+  for (int rank : {1, 3}) {
+    peers.push_back(std::async(std::launch::async, [&, rank] {
+      EXPECT_EQ(share_from_rank0_over_tcp("127.0.0.1", port, rank, 4, "", 10), "id");
+    }));
+  }
+  try {
+    share_from_rank0_over_tcp("127.0.0.1", port, 0, 4, "id", 1.0);
+    FAIL() << "no error without rank 2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("waiting for rank 2 to connect (never came)"), std::string::npos) << e.what();
+  }
+  for (auto& p : peers) p.get();
 }
 
 TEST(TcpRendezvous, AForeignListenerIsRefused) {
