@@ -42,6 +42,13 @@ def main():
         "data": {"source": "synthetic", "max_seq_length": 8, "max_predictions_per_seq": 2, "unpad": True},
         "checkpoint": {"dir": "/tmp/x", "every": 2, "keep": 3, "keep_every": 4},
         "dist": {"timeout_s": 10, "bucket_mb": 1, "wire_precision": "bf16"}, "log": {"metrics": "m.json"}}))
+    # fuzz_session starts from the config seeds (and samples/configs), plus the inputs of the bugs
+    # it must keep finding: a value nested 50,000 deep overflowed the stack while its error was
+    # formatted; a long string value was echoed whole into the message.
+    for name in ("tiny.json", "full.json"):
+        put("session", name, open(os.path.join(HERE, "corpus", "config", name), "rb").read())
+    put("session", "deep_nesting.json", '{"train": {"lr": ' + "[" * 50000 + "]" * 50000 + "}}")
+    put("session", "long_string.json", json.dumps({"model": TINY, "train": {"optimizer": "x" * 100000}}))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "c.json")
         json.dump(cfg, open(path, "w"))
