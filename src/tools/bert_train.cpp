@@ -10,7 +10,8 @@
 // --resume continues from the newest valid checkpoint of the run that owns checkpoint.dir; a fresh
 // run refuses a directory holding another run's checkpoints unless --overwrite (moved aside);
 // --steps-this-run N checkpoints and exits after N steps of this invocation without changing the
-// schedule.
+// schedule. --plan [--world N] trains nothing: it prints what the recipes would do on N ranks
+// (run_plan.h).
 #include <signal.h>
 #include <unistd.h>
 
