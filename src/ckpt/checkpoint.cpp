@@ -122,10 +122,13 @@ int64_t elems_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-uint32_t mix_tensor(uint32_t crc, const std::string& name, const TensorView& t) {
+uint64_t bytes_of(const TensorView& t) { return static_cast<uint64_t>(elems_of(t.shape)) * sizeof(float); }
+
+// The checksum extended over a tensor whose values' own CRC-32C is `values_crc`.
+uint32_t mix_tensor(uint32_t crc, const std::string& name, const TensorView& t, uint32_t values_crc) {
   crc = crc32c_extend(crc, name.data(), name.size());
   crc = crc32c_extend(crc, t.shape.data(), t.shape.size() * sizeof(int64_t));
-  return crc32c_extend(crc, t.values, static_cast<size_t>(elems_of(t.shape)) * sizeof(float));
+  return crc32c_combine(crc, values_crc, bytes_of(t));
 }
 
 // Formats 1 and 2: FNV-1a 64 over the same bytes (format 1: no metadata).
@@ -151,9 +154,10 @@ uint64_t fnv1a_checksum(const std::vector<std::string>& metadata, const std::vec
 }
 
 // A contiguous float32 dataset written from the view's memory (no conversion, so HDF5 writes
-// it straight from there). Returns the checksum extended over it.
+// it straight from there, byte for byte). Returns the checksum extended over it; the values' CRC
+// and where HDF5 put them go to `known` for the seal.
 uint32_t write_tensor(hid_t group, const std::string& name, const TensorView& t, const std::string& file,
-                      uint32_t crc) {
+                      uint32_t crc, std::vector<KnownCrc>& known) {
   std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
   Hdf5Id space(H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), Code::io, file),
                H5Sclose);
@@ -162,7 +166,10 @@ uint32_t write_tensor(hid_t group, const std::string& name, const TensorView& t,
                       Code::io, file),
              H5Dclose);
   H5_CHECK(H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.values), Code::io, file);
-  return mix_tensor(crc, name, t);
+  const uint32_t values_crc = crc32c(t.values, bytes_of(t));
+  const haddr_t offset = H5Dget_offset(set.get());  // from the file's first byte, userblock included
+  if (offset != HADDR_UNDEF && bytes_of(t) > 0) known.push_back({offset, bytes_of(t), values_crc});
+  return mix_tensor(crc, name, t, values_crc);
 }
 
 struct GroupListing {
@@ -218,9 +225,11 @@ nlohmann::json tensor_index(const TensorViews& model, const TensorViews& exp_avg
 }
 
 uint32_t write_group(hid_t parent, const char* name, const TensorViews& tensors, const std::string& file,
-                     uint32_t crc) {
+                     uint32_t crc, std::vector<KnownCrc>& known) {
   Hdf5Id group(H5_CHECK(H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, file), H5Gclose);
-  for (const auto& [tensor_name, tensor] : tensors) crc = write_tensor(group.get(), tensor_name, tensor, file, crc);
+  for (const auto& [tensor_name, tensor] : tensors) {
+    crc = write_tensor(group.get(), tensor_name, tensor, file, crc, known);
+  }
   return crc;
 }
 
@@ -241,8 +250,9 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 // Writes the HDF5 file `tmp` (sec2 driver, userblock left zero for the seal): metadata datasets
-// and attributes, then every tensor straight from its view, the checksum attribute last.
-void write_hdf5(const std::string& tmp, const CheckpointSource& c, uint64_t userblock) {
+// and attributes, then every tensor straight from its view, the checksum attribute last. Returns
+// where the tensors' values are and their CRCs (the seal reads back only the rest).
+std::vector<KnownCrc> write_hdf5(const std::string& tmp, const CheckpointSource& c, uint64_t userblock) {
   Hdf5Id fcpl(H5_CHECK(H5Pcreate(H5P_FILE_CREATE), Code::io, tmp), H5Pclose);
   H5_CHECK(H5Pset_userblock(fcpl.get(), userblock), Code::io, tmp);
   Hdf5Id file(H5_CHECK(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT), Code::io, tmp), H5Fclose);
@@ -260,15 +270,17 @@ void write_hdf5(const std::string& tmp, const CheckpointSource& c, uint64_t user
   for (const std::string& text : {std::string(BERT_VERSION_STRING), c.config_json, state, index}) {
     sum = mix_text(sum, text);
   }
-  sum = write_group(file.get(), "model", c.model, tmp, sum);
+  std::vector<KnownCrc> known;
+  sum = write_group(file.get(), "model", c.model, tmp, sum, known);
   if (!c.exp_avg.empty()) {
     Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
                H5Gclose);
-    sum = write_group(opt.get(), "exp_avg", c.exp_avg, tmp, sum);
-    sum = write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp, sum);
+    sum = write_group(opt.get(), "exp_avg", c.exp_avg, tmp, sum, known);
+    sum = write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp, sum, known);
   }
   write_string_attr(file.get(), "checksum", std::to_string(sum), tmp);
   H5_CHECK(H5Fclose(file.release()), Code::io, tmp);
+  return known;
 }
 
 // An upper bound of the file's size: the userblock, the tensors' bytes, the metadata texts
@@ -295,15 +307,16 @@ void reserve_space(const std::string& path, uint64_t bytes) {
 }
 
 // Seals `tmp` (its userblock) and fsyncs it. The data goes to the disk (fdatasync on a thread of
-// its own) while the seal reads it back from the page cache for its CRC; the final fsync then
-// writes little more than the seal. Error(io) on any failure.
-void seal_and_sync(const std::string& tmp, uint64_t userblock, const nlohmann::json& summary) {
+// its own) while the seal reads back what it does not know the CRC of (HDF5's own structures);
+// the final fsync then writes little more than the seal. Error(io) on any failure.
+void seal_and_sync(const std::string& tmp, uint64_t userblock, const nlohmann::json& summary,
+                   std::vector<KnownCrc> known) {
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) fail(Code::io, "cannot open '", tmp, "': ", std::strerror(errno));
   int data_sync_error = 0;
   std::thread data_sync([&] { data_sync_error = ::fdatasync(fd) == 0 ? 0 : errno; });
   try {
-    seal_file(fd, userblock, summary, tmp);
+    seal_file(fd, userblock, summary, tmp, std::move(known));
     data_sync.join();
     if (data_sync_error != 0) fail(Code::io, "fsync of '", tmp, "' failed: ", std::strerror(data_sync_error));
     if (::fsync(fd) != 0) fail(Code::io, "fsync of '", tmp, "' failed: ", std::strerror(errno));
@@ -339,11 +352,12 @@ void write_checkpoint(const std::string& path, const CheckpointSource& source) {
     // exit. So the space is reserved first, by plain POSIX calls that fail cleanly (full disk,
     // file size limit); HDF5 then writes where that space was, and the estimate leaves room.
     reserve_space(tmp, estimated_bytes(source, userblock));
+    std::vector<KnownCrc> known;
     {
       Hdf5Silence silence;
-      write_hdf5(tmp, source, userblock);
+      known = write_hdf5(tmp, source, userblock);
     }
-    seal_and_sync(tmp, userblock, summary);
+    seal_and_sync(tmp, userblock, summary, std::move(known));
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       fail(Code::io, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
     }
@@ -465,7 +479,7 @@ CheckpointContents read_verified(const std::string& path, const GroupReader& rea
     uint32_t crc = 0;
     for (const std::string& text : metadata) crc = mix_text(crc, text);
     for (const TensorViews* group : groups) {
-      for (const auto& [name, t] : *group) crc = mix_tensor(crc, name, t);
+      for (const auto& [name, t] : *group) crc = mix_tensor(crc, name, t, crc32c(t.values, bytes_of(t)));
     }
     computed = std::to_string(crc);
   } else {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -49,6 +50,7 @@ void read_at(int fd, char* out, size_t n, uint64_t offset, const std::string& pa
 // CRC-32C of the file's bytes [begin, end), read in 4 MiB pieces.
 uint32_t crc32c_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
   uint32_t crc = 0;
+  if (end <= begin) return crc;
   std::vector<char> buffer(std::min<uint64_t>(4 << 20, end - begin));
   for (uint64_t at = begin; at < end;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - at));
@@ -112,12 +114,24 @@ uint64_t seal_size(const nlohmann::json& summary) {
   return size;
 }
 
-void seal_file(int fd, uint64_t userblock, const nlohmann::json& summary, const std::string& path) {
+void seal_file(int fd, uint64_t userblock, const nlohmann::json& summary, const std::string& path,
+               std::vector<KnownCrc> known) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(Code::io, "cannot stat '", path, "': ", std::strerror(errno));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   BERT_CHECK(size >= userblock, Code::internal, "HDF5 file '", path, "' smaller than its userblock");
-  const nlohmann::json fields = {{"crc32c", crc32c_of_range(fd, userblock, size, path)},
+  std::sort(known.begin(), known.end(), [](const KnownCrc& a, const KnownCrc& b) { return a.offset < b.offset; });
+  uint32_t crc = 0;
+  uint64_t at = userblock;
+  for (const KnownCrc& k : known) {
+    BERT_CHECK(k.offset >= at && k.offset + k.length <= size, Code::internal, "checkpoint '", path,
+               "': a known range [", k.offset, ", ", k.offset + k.length, ") overlaps another or the file's ends");
+    crc = crc32c_combine(crc, crc32c_of_range(fd, at, k.offset, path), k.offset - at);
+    crc = crc32c_combine(crc, k.crc32c, k.length);
+    at = k.offset + k.length;
+  }
+  crc = crc32c_combine(crc, crc32c_of_range(fd, at, size, path), size - at);
+  const nlohmann::json fields = {{"crc32c", crc},
                                  {"file_bytes", size},
                                  {"summary", summary},
                                  {"userblock", userblock}};

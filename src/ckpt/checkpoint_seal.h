@@ -37,10 +37,19 @@ struct CheckpointSeal {
 nlohmann::json seal_summary(const nlohmann::json& state);
 // The userblock size a seal with this summary needs: the smallest power of two >= 512 holding it.
 uint64_t seal_size(const nlohmann::json& summary);
-// Seals the file open as `fd` (read and write; `path` names it in errors): reads its bytes from
-// `userblock` to its end for their CRC-32C, then writes the seal into [0, userblock), which HDF5
-// left zero. Error(io) with the OS reason on a failed read or write.
-void seal_file(int fd, uint64_t userblock, const nlohmann::json& summary, const std::string& path);
+// A range of the file whose CRC-32C the writer knows: a tensor HDF5 wrote straight from memory,
+// checksummed there.
+struct KnownCrc {
+  uint64_t offset = 0, length = 0;
+  uint32_t crc32c = 0;
+};
+// Seals the file open as `fd` (read and write; `path` names it in errors): the CRC-32C of its
+// bytes from `userblock` to its end — the `known` ranges combined from their CRCs, the rest read
+// back —, then the seal written into [0, userblock), which HDF5 left zero. A reader recomputes
+// the CRC from the file's bytes, so a known CRC that did not match what HDF5 wrote would make the
+// file fail verification, never pass it. Error(io) with the OS reason on a failed read or write.
+void seal_file(int fd, uint64_t userblock, const nlohmann::json& summary, const std::string& path,
+               std::vector<KnownCrc> known = {});
 // Reads and checks the seal of the checkpoint at `path`: its header checksum and the file's
 // length, and with `whole_file` the CRC-32C of all the data. Returns nullopt for a file without a
 // seal (HDF5's signature at offset 0). Throws Error(checkpoint) "checkpoint 'P' is corrupt: ..."

@@ -57,6 +57,44 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n) {
   return ~extend_table(~crc, p, n);
 }
 
+namespace {
+
+// Multiplication in GF(2) of a 32x32 bit matrix (32 columns) by a vector, and of two matrices.
+uint32_t gf2_times(const uint32_t* matrix, uint32_t vector) {
+  uint32_t sum = 0;
+  for (int i = 0; vector; ++i, vector >>= 1) {
+    if (vector & 1) sum ^= matrix[i];
+  }
+  return sum;
+}
+
+void gf2_square(uint32_t* square, const uint32_t* matrix) {
+  for (int i = 0; i < 32; ++i) square[i] = gf2_times(matrix, matrix[i]);
+}
+
+}  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  if (length_b == 0) return crc_a;
+  // odd: the operator that appends one zero bit to the CRC register; even: two bits.
+  uint32_t odd[32], even[32];
+  odd[0] = 0x82F63B78u;
+  for (int i = 1; i < 32; ++i) odd[i] = 1u << (i - 1);
+  gf2_square(even, odd);  // two zero bits
+  gf2_square(odd, even);  // four
+  // Append length_b zero bytes to crc_a, squaring the operator for each bit of the length.
+  do {
+    gf2_square(even, odd);
+    if (length_b & 1) crc_a = gf2_times(even, crc_a);
+    length_b >>= 1;
+    if (length_b == 0) break;
+    gf2_square(odd, even);
+    if (length_b & 1) crc_a = gf2_times(odd, crc_a);
+    length_b >>= 1;
+  } while (length_b != 0);
+  return crc_a ^ crc_b;
+}
+
 uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n) {
   return ~extend_table(~crc, static_cast<const unsigned char*>(data), n);
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <vector>
 #include <string>
 
 #include "ckpt/sstable.h"
@@ -44,6 +45,23 @@ TEST(Crc32c, HardwareAndTableFormsAgreeAtEveryLengthAndAlignment) {
     }
   }
   EXPECT_EQ(bert::crc32c_portable(0, "123456789", 9), 0xE3069283u);
+}
+
+TEST(Crc32c, CombineEqualsTheCrcOfTheConcatenation) {
+  std::mt19937 rng(7);
+  std::vector<unsigned char> bytes(1 << 16);
+  for (unsigned char& b : bytes) b = static_cast<unsigned char>(rng());
+  for (size_t split : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{40000}, bytes.size()}) {
+    const uint32_t a = bert::crc32c(bytes.data(), split), b = bert::crc32c(bytes.data() + split, bytes.size() - split);
+    EXPECT_EQ(bert::crc32c_combine(a, b, bytes.size() - split), bert::crc32c(bytes.data(), bytes.size())) << split;
+  }
+  // three parts, the middle one long (a length with many bits)
+  std::vector<unsigned char> big(3'000'001);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<unsigned char>(i * 131 + 7);
+  const uint32_t head = bert::crc32c(big.data(), 5), middle = bert::crc32c(big.data() + 5, big.size() - 9),
+                 tail = bert::crc32c(big.data() + big.size() - 4, 4);
+  EXPECT_EQ(bert::crc32c_combine(bert::crc32c_combine(head, middle, big.size() - 9), tail, 4),
+            bert::crc32c(big.data(), big.size()));
 }
 
 TEST(ProtoReader, FieldsOfEveryWireType) {
