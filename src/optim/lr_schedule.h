@@ -8,7 +8,16 @@
 
 namespace bert {
 
+// Kind "linear" is Hugging Face's get_linear_schedule_with_warmup instead (the fine-tuning
+// default of HF's Trainer): optimizer step s runs at HF's factor for s - 1 (its scheduler steps
+// after the optimizer), base·(s-1)/W during W = round(warmup_proportion·total_steps) warmup
+// steps, then base·(total-(s-1))/(total-W). So with warmup the first step runs at 0, and the last
+// at base/(total-W) where DLE's poly schedule runs its last step at 0. It ignores the degree and
+// takes no start_warmup_step or end_lr.
+enum class LrScheduleKind { poly, linear };
+
 struct LrSchedule {
+  LrScheduleKind kind = LrScheduleKind::poly;
   double base_lr = 1e-3;
   int64_t total_steps = 1;
   double warmup_proportion = 0.01;  // of total_steps

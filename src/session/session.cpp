@@ -261,6 +261,7 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     schedule_.degree = config_.train.decay_degree;
     schedule_.start_warmup_step = config_.train.start_warmup_step;
     schedule_.end_lr = config_.train.end_lr;
+    schedule_.kind = config_.train.lr_schedule;
     if (config_.task.pretraining()) {  // fine-tuning batches come from the host (bert-finetune reads them)
       train_data_ = make_data_source(config_, comm_->rank(), comm_->world_size());
       data = train_data_->describe();

@@ -30,6 +30,12 @@ void parse_train(JsonReader r, TrainConfig& t) {
   t.start_warmup_step = r.get_int("start_warmup_step", t.start_warmup_step, -t.schedule_steps, t.schedule_steps);
   t.decay_degree = r.get_number("decay_degree", t.decay_degree, 0.0, 100.0);
   t.end_lr = r.get_number("end_lr", t.end_lr, 0.0, t.lr);
+  t.lr_schedule = r.get_choice("lr_schedule", "poly", {"poly", "linear"}) == "linear" ? LrScheduleKind::linear
+                                                                                      : LrScheduleKind::poly;
+  if (t.lr_schedule == LrScheduleKind::linear && (t.start_warmup_step != 0 || t.end_lr != 0)) {
+    fail(Code::config, "config key 'train.", t.start_warmup_step != 0 ? "start_warmup_step" : "end_lr",
+         "' does not apply to train.lr_schedule \"linear\" (Hugging Face's: warmup from step 1, decay to 0)");
+  }
   OptimizerConfig& o = t.optimizer;
   o.name = r.get_choice("optimizer", o.name, {"lamb", "adamw"});
   o.beta1 = r.get_number("beta1", o.beta1, 0.0, 0.999999);
@@ -213,6 +219,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"schedule_steps", train.schedule_steps},
         {"start_warmup_step", train.start_warmup_step},
         {"end_lr", train.end_lr},
+        {"lr_schedule", train.lr_schedule == LrScheduleKind::linear ? "linear" : "poly"},
         {"decay_degree", train.decay_degree},
         {"optimizer", o.name},
         {"beta1", o.beta1},

@@ -11,6 +11,7 @@
 #include "model/bert_config.h"
 #include "model/task_config.h"
 #include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
 namespace bert {
@@ -36,6 +37,7 @@ struct TrainConfig {
   int64_t start_warmup_step = 0;    // MLPerf's: the warmup ramp starts there (negative: before step 1)
   double end_lr = 0;                // the LR the decay ends at
   double decay_degree = 0.5;
+  LrScheduleKind lr_schedule = LrScheduleKind::poly;  // "poly" (DLE, MLPerf) or "linear" (HF's Trainer)
   OptimizerConfig optimizer;
   std::string precision = "fp32";
   LossScaleConfig loss_scale;    // mode "dynamic" by default with fp16, "none" otherwise

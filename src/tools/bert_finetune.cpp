@@ -48,7 +48,10 @@ int usage(FILE* out = stderr) {
                        "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
                        "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n"
                        "  train.steps: the schedule's length, and the run stops there if the epochs last longer\n"
-                       "  (DLE's --max_steps); without it the schedule spans the epochs\n");
+                       "  (DLE's --max_steps); without it the schedule spans the epochs\n"
+                       "  learning rate: AdamW, lr 5e-5, warmup_proportion 0.1, then DLE's decay (decay_degree 1),\n"
+                       "  whose last step runs at lr 0; train.lr_schedule \"linear\" is Hugging Face's Trainer\n"
+                       "  schedule instead (get_linear_schedule_with_warmup: the first step at 0, the last above 0)\n");
   return out == stderr ? 2 : 0;
 }
 

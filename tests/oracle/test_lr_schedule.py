@@ -3,7 +3,8 @@
 start_warmup_step, which may be negative; end_lr), against the reference's formula written here
 from its definition (TF polynomial_decay to end_lr without cycling, and a linear warmup over
 num_warmup_steps counted from start_warmup_step), with steps counted from 1 as DLE's scheduler
-does. With start_warmup_step 0 and end_lr 0 it is DLE's PolyWarmUpScheduler (poly_warmup_lr)."""
+does. With start_warmup_step 0 and end_lr 0 it is DLE's PolyWarmUpScheduler (poly_warmup_lr). And
+train.lr_schedule "linear" against transformers' get_linear_schedule_with_warmup."""
 import pytest
 
 from engine_ctypes import Session, load_library
@@ -47,3 +48,28 @@ def test_mlperf_schedule_equals_the_reference_formula(schedule):
 def test_defaults_are_dle_schedule():
     rates = engine_rates({"steps": 20, "lr": 6e-3, "warmup_proportion": 0.2843, "decay_degree": 0.5}, 20)
     assert rates == pytest.approx([poly_warmup_lr(6e-3, k, 20, 0.2843) for k in range(1, 21)], rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("steps,warmup", [(20, 0), (20, 6), (7, 7), (13, 1)])
+def test_linear_schedule_equals_hugging_faces(steps, warmup):
+    """train.lr_schedule "linear" against transformers' get_linear_schedule_with_warmup driven as
+    HF's Trainer drives it (optimizer.step() then scheduler.step()): the LR of each optimizer step."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=5e-5)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, steps)
+    expected = []
+    for _ in range(steps):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    rates = engine_rates({"steps": steps, "lr": 5e-5, "lr_schedule": "linear", "warmup_steps": warmup}, steps)
+    assert rates == pytest.approx(expected, rel=1e-6, abs=1e-15)
+    assert rates[-1] > 0 and (warmup == 0 or rates[0] == 0)  # unlike DLE's poly, the last step is not at 0
+
+
+def test_linear_schedule_refuses_what_it_does_not_have():
+    with pytest.raises(Exception, match="train.end_lr' does not apply to train.lr_schedule"):
+        Session({"model": MODEL, "data": DATA, "train": {"lr_schedule": "linear", "end_lr": 1e-5}})
+    with pytest.raises(Exception, match="train.lr_schedule"):
+        Session({"model": MODEL, "data": DATA, "train": {"lr_schedule": "cosine"}})
