@@ -8,6 +8,7 @@
 #include "run_plan.h"
 
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -70,7 +71,10 @@ nlohmann::json cuda_forecast(const CostModelRequest& base, int accumulation, int
     seconds[a - 1] = forecast_step(q).seconds;
   }
   const double step = seconds[0] + (accumulation - 1) * (seconds[1] - seconds[0]);
-  return {{"device", "h100 (measured rates: bf16 GEMM 769 TFLOP/s, copy 3.0 TB/s)"},
+  char device[96];
+  std::snprintf(device, sizeof device, "h100 (measured rates: bf16 GEMM %.0f TFLOP/s, copy %.1f TB/s)",
+                kMeasuredH100Tflops, kMeasuredH100CopyTbs);
+  return {{"device", device},
           {"step_seconds", step},
           {"sequences_per_second_per_gpu", micro_batch * accumulation / step},
           {"time_to_train_seconds", step * static_cast<double>(steps)}};
@@ -80,7 +84,6 @@ nlohmann::json cuda_forecast(const CostModelRequest& base, int accumulation, int
 nlohmann::json plan_phase(const PlannedPhase& phase, int world) {
   const bert::SessionConfig given = bert::parse_session_config(phase.text);
   CostModelRequest q;
-  q.device = "h100";
   q.config = planning_config(given.to_json());
   if (!given.train.accumulation_given) q.config["train"].erase("accumulation_steps");  // derived for `world`
   q.precision = given.on_cuda() ? given.train.precision : "fp32";
@@ -95,9 +98,10 @@ nlohmann::json plan_phase(const PlannedPhase& phase, int world) {
   const int64_t steps = train["steps"], global_batch = int64_t{micro} * accumulation * world;
   const bert::LrSchedule& schedule = session->schedule();
   nlohmann::json lr = nlohmann::json::array();
-  // The warmup's last step: the LR's highest (DLE's schedule then drops to the decay curve).
-  const int64_t warmup_steps = static_cast<int64_t>(schedule.warmup_proportion * schedule.total_steps);
-  const int64_t warmup_end = schedule.start_warmup_step + warmup_steps;
+  // Warmup steps as the MLPerf log counts them (num_warmup_steps); the warmup's last step has the
+  // highest LR (the schedule then drops to the decay curve).
+  const int64_t warmup_steps = std::llround(schedule.warmup_proportion * static_cast<double>(schedule.total_steps));
+  const int64_t warmup_end = schedule.start_warmup_step + warmup_steps - 1;
   for (int64_t step : {int64_t{1}, warmup_end, warmup_end + 1, steps / 2, steps}) {
     if (step >= 1 && step <= steps && (lr.empty() || lr.back()[0] < step)) lr.push_back({step, schedule.at(step)});
   }

@@ -92,6 +92,10 @@ def test_mlperf_recipe_plans_its_evaluations_and_refuses_beyond_its_batch():
     assert (plan["accumulation_steps"], plan["global_batch"]) == (1, 8192)
     # every 250000 samples at 8192 per step: after steps 31, 62, 92, ...
     assert plan["evaluation_steps"][:3] == [31, 62, 92] and plan["start_warmup_step"] == -76
+    # the recipe's 287 warmup steps from step -76: step 210 is the last, at the LR's peak
+    assert plan["warmup_steps"] == 287
+    (_, _), (last, peak), (after, decayed) = plan["lr"][:3]
+    assert (last, after) == (210, 211) and peak == pytest.approx(0.00288293 * 286 / 287) and decayed < peak
     p = run(TRAIN, "--plan", recipe, "--world", 512, check=False)
     assert p.returncode == 2 and "train.global_batch' = 8192 is not a multiple" in p.stderr, p.stderr
 
