@@ -90,6 +90,46 @@ TEST(TcpRendezvous, RankZeroNamesTheRanksThatNeverCame) {
   for (auto& p : peers) p.get();
 }
 
+// A raw client that connects to rank 0 (retrying until it listens) and announces `rank`.
+std::thread announce(int port, uint32_t rank) {
+  return std::thread([port, rank] {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        const uint32_t wire = htonl(rank);
+        ::send(fd, &wire, sizeof wire, MSG_NOSIGNAL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 reads it meanwhile
+        ::close(fd);
+        return;
+      }
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+TEST(TcpRendezvous, RankZeroRefusesAnnouncedRanksOutsideTheWorldOrTwice) {
+  for (const auto& [ranks, message] : {std::pair<std::vector<uint32_t>, std::string>{{7}, "a peer announced rank 7, outside 1..2"},
+                                       {{0}, "a peer announced rank 0, outside 1..2"},
+                                       {{1, 1}, "rank 1 connected twice (two processes with one rank?)"}}) {
+    const int port = free_port();
+    std::vector<std::thread> peers;
+    for (uint32_t r : ranks) peers.push_back(announce(port, r));
+    try {
+      share_from_rank0_over_tcp("127.0.0.1", port, 0, 3, "id", 5);
+      ADD_FAILURE() << "no error for " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::distributed);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+    for (std::thread& t : peers) t.join();
+  }
+}
+
 TEST(TcpRendezvous, AForeignListenerIsRefused) {
   const int port = free_port();
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
