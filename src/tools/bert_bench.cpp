@@ -19,8 +19,8 @@
 
 #include "bench_cost_model.h"
 #include "bert.h"
+#include "command_line.h"
 #include "tool_common.h"
-#include "tool_help.h"
 
 namespace {
 
@@ -58,59 +58,39 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  using bert_tools::bool_option, bert_tools::int_option, bert_tools::number_option;
-  std::string model = "bert-base", device = "cpu", optimizer = "lamb", precision, recompute = "none", data_dir;
-  std::string cost_model;
-  nlohmann::json dist = nlohmann::json::object();  // dist keys given on the command line
-  int batch = 8, accumulation = 1, seq = 128, steps = 5, warmup = 1, threads = 0, predictions = -1, world = 1;
-  bool fused_attention = false, unpad = false, graphed = false, shard_optimizer = false, activations_16bit = true;
-  bool length_bins = false;
-  double peak_tflops = 0, bandwidth = 0, link_gbs = 0;
   if (bert_tools::asks_for_help(argc, argv)) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--model") model = v;
-    else if (a == "--batch") batch = static_cast<int>(int_option(a, v, 1, 1 << 16));
-    else if (a == "--accumulation") accumulation = static_cast<int>(int_option(a, v, 1, 1 << 16));
-    else if (a == "--seq") seq = static_cast<int>(int_option(a, v, 1, 1 << 16));
-    else if (a == "--steps") steps = static_cast<int>(int_option(a, v, 0, 1 << 30));
-    else if (a == "--warmup") warmup = static_cast<int>(int_option(a, v, 0, 1 << 30));
-    else if (a == "--threads") threads = static_cast<int>(int_option(a, v, 0, 4096));
-    else if (a == "--predictions") predictions = static_cast<int>(int_option(a, v, 0, 1 << 16));
-    else if (a == "--device") device = v;
-    else if (a == "--optimizer") optimizer = v;
-    else if (a == "--precision") precision = v;
-    else if (a == "--recompute") recompute = v;
-    else if (a == "--fused-attention") fused_attention = bool_option(a, v);
-    else if (a == "--peak-tflops") peak_tflops = number_option(a, v, 0, 1e9);
-    else if (a == "--data") data_dir = v;
-    else if (a == "--unpad") unpad = bool_option(a, v);
-    else if (a == "--length-bins") length_bins = bool_option(a, v);
-    else if (a == "--cost-model") cost_model = v;
-    else if (a == "--bandwidth") bandwidth = number_option(a, v, 0, 1e9);
-    else if (a == "--graphed") graphed = bool_option(a, v);
-    else if (a == "--world") world = static_cast<int>(int_option(a, v, 1, 1 << 20));
-    else if (a == "--link-gbs") link_gbs = number_option(a, v, 0, 1e9);
-    else if (a == "--bucket-mb") dist["bucket_mb"] = number_option(a, v, 0, 1e9);
-    else if (a == "--wire-precision") dist["wire_precision"] = v;
-    else if (a == "--shard-optimizer") shard_optimizer = bool_option(a, v);
-    else if (a == "--activations-16bit") activations_16bit = bool_option(a, v);
-    else {
-      std::fprintf(stderr, "error: unknown option '%s'\n%s", a.c_str(), kUsage);
-      return 2;
-    }
-  }
-  if ((argc - 1) % 2 != 0) {
-    std::fprintf(stderr, "error: every option takes a value\n%s", kUsage);
-    return 2;
-  }
-  if (recompute != "none" && recompute != "gelu" && recompute != "attention" && recompute != "all") {
-    std::fprintf(stderr, "error: --recompute must be none, gelu, attention or all, got '%s'\n", recompute.c_str());
-    return 2;
-  }
+  const bert_tools::CommandLine args(
+      "bert-bench", kUsage, argc, argv, 1,
+      {.with_value = {"--model", "--batch", "--accumulation", "--seq", "--steps", "--warmup", "--threads",
+                      "--predictions", "--device", "--optimizer", "--precision", "--recompute", "--fused-attention",
+                      "--peak-tflops", "--data", "--unpad", "--length-bins", "--cost-model", "--bandwidth", "--graphed",
+                      "--world", "--link-gbs", "--bucket-mb", "--wire-precision", "--shard-optimizer",
+                      "--activations-16bit"}});
+  const std::string model = args.text("--model", "bert-base"), device = args.text("--device", "cpu");
+  const std::string optimizer = args.text("--optimizer", "lamb"), data_dir = args.text("--data");
+  const std::string recompute = args.choice("--recompute", "none", {"none", "gelu", "attention", "all"});
+  const std::string cost_model = args.text("--cost-model");
+  std::string precision = args.text("--precision");
+  const int batch = static_cast<int>(args.integer("--batch", 8, 1, 1 << 16));
+  const int accumulation = static_cast<int>(args.integer("--accumulation", 1, 1, 1 << 16));
+  const int seq = static_cast<int>(args.integer("--seq", 128, 1, 1 << 16));
+  const int steps = static_cast<int>(args.integer("--steps", 5, 0, 1 << 30));
+  const int warmup = static_cast<int>(args.integer("--warmup", 1, 0, 1 << 30));
+  const int threads = static_cast<int>(args.integer("--threads", 0, 0, 4096));
+  int predictions = static_cast<int>(args.integer("--predictions", -1, 0, 1 << 16));
+  const int world = static_cast<int>(args.integer("--world", 1, 1, 1 << 20));
+  const bool fused_attention = args.boolean("--fused-attention", false), unpad = args.boolean("--unpad", false);
+  const bool graphed = args.boolean("--graphed", false), shard_optimizer = args.boolean("--shard-optimizer", false);
+  const bool activations_16bit = args.boolean("--activations-16bit", true);
+  const bool length_bins = args.boolean("--length-bins", false);
+  const double peak_tflops = args.number("--peak-tflops", 0, 0, 1e9), bandwidth = args.number("--bandwidth", 0, 0, 1e9);
+  const double link_gbs = args.number("--link-gbs", 0, 0, 1e9);
+  nlohmann::json dist = nlohmann::json::object();  // dist keys given on the command line
+  if (args.has("--bucket-mb")) dist["bucket_mb"] = args.number("--bucket-mb", 0, 0, 1e9);
+  if (args.has("--wire-precision")) dist["wire_precision"] = args.text("--wire-precision");
   if (length_bins && data_dir.empty()) {
     std::fprintf(stderr, "error: --length-bins 1 needs --data DIR (the output of bert-prep bins)\n");
     return 2;

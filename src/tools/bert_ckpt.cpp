@@ -20,19 +20,16 @@
 #include "ckpt/tf_bundle.h"
 #include "core/error.h"
 #include "prep/tfrecord.h"
-#include "tool_help.h"
+#include "command_line.h"
 
 namespace {
 
-int usage(FILE* out = stderr) {
-  std::fprintf(out,
-               "usage: bert-ckpt inspect FILE [--tensors]\n"
-               "       bert-ckpt export-hf FILE DIR\n"
-               "       bert-ckpt import SOURCE OUT.h5 [--config bert_config.json] [--hidden-act gelu|gelu_tanh|...]\n"
-               "SOURCE: a Hugging Face folder, a .safetensors file (HF or NVIDIA DLE names), or a TensorFlow\n"
-               "checkpoint (PREFIX.index with PREFIX.data-*); FILE for inspect may also be a TFRecord file.\n");
-  return out == stderr ? 2 : 0;
-}
+constexpr const char* kUsage =
+    "usage: bert-ckpt inspect FILE [--tensors]\n"
+    "       bert-ckpt export-hf FILE DIR\n"
+    "       bert-ckpt import SOURCE OUT.h5 [--config bert_config.json] [--hidden-act gelu|gelu_tanh|...]\n"
+    "SOURCE: a Hugging Face folder, a .safetensors file (HF or NVIDIA DLE names), or a TensorFlow\n"
+    "checkpoint (PREFIX.index with PREFIX.data-*); FILE for inspect may also be a TFRecord file.\n";
 
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -134,26 +131,18 @@ int inspect(const std::string& path, bool tensors) {
   }
 }
 
-int import(int argc, char** argv) {
+int import(const bert_tools::CommandLine& args) {
+  const std::string source = args.positional()[0], out = args.positional()[1];
   bert::ImportOptions options;
-  for (int i = 4; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return usage();
-    if (flag == "--config") {
-      options.config_path = argv[i + 1];
-    } else if (flag == "--hidden-act") {
-      options.hidden_act = argv[i + 1];
-    } else {
-      return usage();
-    }
-  }
-  bert::ImportReport r = bert::import_weights(argv[2], options, argv[3]);
+  options.config_path = args.text("--config");
+  options.hidden_act = args.text("--hidden-act");
+  bert::ImportReport r = bert::import_weights(source, options, out);
   for (const std::string& name : r.unplaced) std::printf("not placed: %s\n", name.c_str());
   for (const std::string& notice : r.notices) std::printf("notice: %s\n", notice.c_str());
   const std::string task = r.task.pretraining() ? r.task.name() : r.task.name() + " (" + std::to_string(r.task.num_labels) + " labels)";
   std::printf("imported %s (%s) to %s: task %s, %zu tensors placed (%zu transposed), %s, hidden_act %s, "
               "%zu source tensors not placed\n",
-              argv[2], r.producer.c_str(), argv[3], task.c_str(), r.placed, r.transposed,
+              source.c_str(), r.producer.c_str(), out.c_str(), task.c_str(), r.placed, r.transposed,
               r.optimizer_slots ? "optimizer moments included" : "weights only", r.config.hidden_act.c_str(),
               r.unplaced.size());
   return 0;
@@ -162,20 +151,31 @@ int import(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (bert_tools::asks_for_help(argc, argv)) return usage(stdout);
-  if (argc < 3) return usage();
-  const std::string command = argv[1];
+  if (bert_tools::asks_for_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command != "inspect" && command != "export-hf" && command != "import") {
+    std::fprintf(stderr, "error: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  }
+  bert_tools::CommandLine::Spec spec{.min_positional = 2, .max_positional = 2, .positional_name = "paths (SOURCE OUT.h5)"};
+  if (command == "export-hf") spec.positional_name = "paths (FILE DIR)";
+  if (command == "inspect") {
+    spec = {.flags = {"--tensors"}, .min_positional = 1, .max_positional = 1, .positional_name = "FILE"};
+  }
+  if (command == "import") spec.with_value = {"--config", "--hidden-act"};
+  const bert_tools::CommandLine args("bert-ckpt " + command, kUsage, argc, argv, 2, spec);
   try {
-    if (command == "inspect") return inspect(argv[2], argc > 3 && std::string(argv[3]) == "--tensors");
-    if (command == "export-hf" && argc == 4) {
-      bert::export_hf_folder(argv[2], argv[3]);
-      std::printf("exported %s to %s (config.json, model.safetensors)\n", argv[2], argv[3]);
-      return 0;
-    }
-    if (command == "import" && argc >= 4) return import(argc, argv);
+    if (command == "inspect") return inspect(args.positional()[0], args.flag("--tensors"));
+    if (command == "import") return import(args);
+    bert::export_hf_folder(args.positional()[0], args.positional()[1]);
+    std::printf("exported %s to %s (config.json, model.safetensors)\n", args.positional()[0].c_str(),
+                args.positional()[1].c_str());
+    return 0;
   } catch (const bert::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  return usage();
 }

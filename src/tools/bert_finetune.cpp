@@ -28,32 +28,39 @@
 #include <nlohmann/json.hpp>
 
 #include "bert.h"
+#include "command_line.h"
 #include "core/error.h"
+#include "dist/launch.h"
 #include "conll_task.h"
 #include "tasks/conll.h"
 #include "finetune_common.h"
+#include "metrics_log.h"
 #include "squad_task.h"
 #include "tool_common.h"
-#include "tool_help.h"
 
 namespace {
 
 using bert_tools::failed;
 using nlohmann::json;
 
-int usage(FILE* out = stderr) {
-  std::fprintf(out, "usage: bert-finetune CONFIG.json\n"
-                       "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
-                       "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md);\n"
-                       "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
-                       "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n"
-                       "  train.steps: the schedule's length, and the run stops there if the epochs last longer\n"
-                       "  (DLE's --max_steps); without it the schedule spans the epochs\n"
-                       "  learning rate: AdamW, lr 5e-5, warmup_proportion 0.1, then DLE's decay (decay_degree 1),\n"
-                       "  whose last step runs at lr 0; train.lr_schedule \"linear\" is Hugging Face's Trainer\n"
-                       "  schedule instead (get_linear_schedule_with_warmup: the first step at 0, the last above 0)\n");
-  return out == stderr ? 2 : 0;
-}
+constexpr const char* kUsage =
+    "usage: bert-finetune CONFIG.json [--eval-only]\n"
+    "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
+    "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md);\n"
+    "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
+    "  \"doc_stride\", \"max_query_length\", \"n_best\", \"max_answer_length\", \"null_score_diff_threshold\"\n"
+    "  train.steps: the schedule's length, and the run stops there if the epochs last longer\n"
+    "  (DLE's --max_steps); without it the schedule spans the epochs\n"
+    "  learning rate: AdamW, lr 5e-5, warmup_proportion 0.1, then DLE's decay (decay_degree 1),\n"
+    "  whose last step runs at lr 0; train.lr_schedule \"linear\" is Hugging Face's Trainer\n"
+    "  schedule instead (get_linear_schedule_with_warmup: the first step at 0, the last above 0)\n"
+    "  the dev set is evaluated after each epoch and every train.eval_every steps (or\n"
+    "  train.eval_every_samples samples); log.metrics: a DLLogger file of the logged steps and\n"
+    "  evaluations (step [epoch, step])\n"
+    "  --eval-only: no training; the dev set's metrics of train.init_checkpoint (SQuAD: its\n"
+    "  predictions written to output_dir)\n"
+    "  under mpirun/torchrun/Slurm each step's rows (micro_batch x accumulation_steps per rank) are\n"
+    "  dealt to the ranks and the gradients averaged; the dev set is dealt too and rank 0 writes\n";
 
 template <typename T>
 T get(const json& section, const char* key, const T& fallback) {
@@ -65,14 +72,23 @@ T get(const json& section, const char* key, const T& fallback) {
   }
 }
 
+// One evaluation of the dev set: its metrics as text and as values (for log.metrics).
+struct Evaluation {
+  std::string text;
+  json values = json::object();
+  bert_tools::InferTiming timing;
+};
+
 // A task's training and dev sets: how to cut a training batch, and how to score the dev set.
 struct TaskData {
   int train_count = 0, dev_count = 0;
   json task_section;    // the session config's "task"
   std::string summary;  // "sst-2: 100 train / 20 dev examples (dev.tsv)"
   std::function<bert_batch(const std::vector<int32_t>& rows, bert_tools::BatchStorage& storage)> train_batch;
-  // The dev set's metrics as text; returns false after printing the error of a failed call.
-  std::function<bool(bert_session* s, int chunk, std::string& metrics, double& seconds)> evaluate;
+  // The dev set's evaluation (COLLECTIVE: the rows are dealt to the ranks); with `write` (rank 0)
+  // its predictions are written where the task writes them. Returns false after printing the
+  // error of a failed call.
+  std::function<bool(bert_session* s, int chunk, bool write, Evaluation& e)> evaluate;
 };
 
 TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
@@ -88,11 +104,12 @@ TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const ber
   d.train_batch = [train, task](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
     return bert_tools::make_batch(train->features, rows, task.regression(), true, st);
   };
-  d.evaluate = [dev, task](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+  d.evaluate = [dev, task](bert_session* s, int chunk, bool, Evaluation& e) {
     std::vector<float> logits;
-    if (!bert_tools::infer_logits(s, dev->features, task.num_labels(), chunk, logits, &seconds)) return false;
-    metrics = task.dev_file + " (" + std::to_string(dev->features.count) + " examples): " +
-              bert_tools::format_metrics(bert_tools::glue_metrics(task, *dev, logits));
+    if (!bert_tools::infer_logits(s, dev->features, task.num_labels(), chunk, logits, &e.timing)) return false;
+    const auto metrics = bert_tools::glue_metrics(task, *dev, logits);
+    for (const auto& [name, value] : metrics) e.values[name] = value;
+    e.text = task.dev_file + " (" + std::to_string(dev->features.count) + " examples): " + bert_tools::format_metrics(metrics);
     return true;
   };
   return d;
@@ -115,16 +132,18 @@ TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, in
   d.train_batch = [train](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
     return bert_tools::conll_batch(*train, rows, true, st);
   };
-  d.evaluate = [dev, dev_s, labels](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+  d.evaluate = [dev, dev_s, labels](bert_session* s, int chunk, bool, Evaluation& ev) {
     std::vector<std::vector<std::string>> gold, predicted;
-    if (!bert_tools::predict_conll_tags(s, *dev, labels, chunk, predicted, &seconds)) return false;
+    if (!bert_tools::predict_conll_tags(s, *dev, labels, chunk, predicted, &ev.timing)) return false;
     for (size_t i = 0; i < predicted.size(); ++i) {
       const std::vector<std::string>& tags = (*dev_s)[i].tags;
       gold.emplace_back(tags.begin(), tags.begin() + predicted[i].size());
     }
     const bert::EntityScores e = bert::entity_scores(gold, predicted);
-    metrics = "dev.txt (" + std::to_string(dev->count) + " sentences, " + std::to_string(e.gold) +
-              " entities): " + bert_tools::format_metrics({{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}});
+    const std::vector<std::pair<std::string, double>> metrics = {{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}};
+    for (const auto& [name, value] : metrics) ev.values[name] = value;
+    ev.text = "dev.txt (" + std::to_string(dev->count) + " sentences, " + std::to_string(e.gold) +
+              " entities): " + bert_tools::format_metrics(metrics);
     return true;
   };
   return d;
@@ -160,12 +179,13 @@ TaskData squad_data(const json& ft, const bert::Tokenizer& tokenizer, int max_se
     return bert_tools::squad_batch(train->features, rows, true, st);
   };
   const bert::Tokenizer* tok = &tokenizer;
-  d.evaluate = [dev, dev_file, po, out_dir, tok](bert_session* s, int chunk, std::string& metrics, double& seconds) {
+  d.evaluate = [dev, dev_file, po, out_dir, tok](bert_session* s, int chunk, bool write, Evaluation& e) {
     std::vector<float> logits;
-    if (!bert_tools::infer_squad_logits(s, dev->features, chunk, logits, &seconds)) return false;
+    if (!bert_tools::infer_squad_logits(s, dev->features, chunk, logits, &e.timing)) return false;
     const bert_tools::SquadOutcome o = bert_tools::squad_outcome(*dev, logits, *tok, po);
-    bert::write_squad_predictions(o.predictions, po.v2, out_dir);
-    metrics = dev_file + " (" + std::to_string(dev->file.examples.size()) + " questions): " +
+    if (write) bert::write_squad_predictions(o.predictions, po.v2, out_dir);
+    if (!o.metrics.is_null()) e.values = o.metrics;
+    e.text = dev_file + " (" + std::to_string(dev->file.examples.size()) + " questions): " +
               (o.metrics.is_null() ? "no answers to score" : bert_tools::format_squad_metrics(o.metrics)) +
               ", predictions in " + out_dir + "/predictions.json";
     return true;
@@ -173,7 +193,129 @@ TaskData squad_data(const json& ft, const bert::Tokenizer& tokenizer, int max_se
   return d;
 }
 
-int run(const std::string& config_path) {
+// A fine-tuning session and what its loop shares.
+struct Run {
+  bert_session* session;
+  bert_tools::Ranks ranks;
+  const TaskData& data;
+  int eval_batch;
+  bert_tools::MetricsLog metrics = {};  // log.metrics, rank 0
+
+  // Evaluates the dev set after `step` of epoch `epoch` (0, 0: before any training), at the
+  // epoch's end or within it: the line and the metrics record on rank 0. COLLECTIVE.
+  bool evaluate(int epoch, int64_t step, bool epoch_end) {
+    Evaluation e;
+    if (!data.evaluate(session, eval_batch, ranks.leader(), e)) return false;
+    if (!ranks.leader()) return true;
+    const double rate = e.timing.seconds > 0 ? data.dev_count / e.timing.seconds : 0.0;
+    if (epoch == 0) std::printf("eval %s (%.1f seq/s)\n", e.text.c_str(), rate);
+    else if (epoch_end) std::printf("epoch %d eval %s (%.1f seq/s)\n", epoch, e.text.c_str(), rate);
+    else std::printf("epoch %d step %lld eval %s (%.1f seq/s)\n", epoch, static_cast<long long>(step), e.text.c_str(), rate);
+    std::fflush(stdout);
+    json values = {{"eval_seconds", e.timing.seconds}};
+    for (const auto& [name, value] : e.values.items()) values["eval_" + name] = value;
+    metrics.log(json::array({epoch, step}), values);
+    return true;
+  }
+};
+
+// The rows of one optimizer step on this rank: the step's rows (up to micro-batch x
+// accumulation x ranks) dealt in equal slices, as a DistributedSampler does; a rank left without
+// rows in the last step gets that step's last row again (the optimizer averages over ranks, so
+// every rank must bring a batch).
+std::vector<int32_t> rows_of_rank(const std::vector<int32_t>& order, size_t begin, size_t global, bert_tools::Ranks r) {
+  const size_t end = std::min(order.size(), begin + global), n = end - begin;
+  const size_t share = (n + r.world - 1) / r.world, first = begin + std::min(n, share * r.rank);
+  std::vector<int32_t> rows(order.begin() + first, order.begin() + std::min(end, first + share));
+  if (rows.empty()) rows.push_back(order[end - 1]);
+  return rows;
+}
+
+// The epochs: steps dealt to the ranks, the loss (averaged over the ranks) every train.log_every
+// steps, the dev set evaluated every train.eval_every steps (or eval_every_samples samples) and
+// after each epoch, a checkpoint after each epoch, final.h5 at the end.
+int train_epochs(Run& run, const json& train, int epochs, int64_t total, const std::string& out_dir) {
+  bert_session* s = run.session;
+  const bert_tools::Ranks ranks = run.ranks;
+  const size_t global = static_cast<size_t>(train.value("micro_batch", 32)) * train.value("accumulation_steps", 1) * ranks.world;
+  const int64_t steps_per_epoch = (run.data.train_count + global - 1) / global;
+  const int64_t run_steps = std::min(total, steps_per_epoch * epochs);
+  if (ranks.leader()) {
+    std::printf("fine-tuning %s, %lld steps of %zu sequences%s (%d epochs of %lld steps%s)\n", run.data.summary.c_str(),
+                static_cast<long long>(run_steps), global,
+                ranks.world > 1 ? (" on " + std::to_string(ranks.world) + " ranks").c_str() : "", epochs,
+                static_cast<long long>(steps_per_epoch), total < steps_per_epoch * epochs ? ", cut at train.steps" : "");
+  }
+  std::vector<int32_t> order(run.data.train_count);
+  bert_tools::BatchStorage storage;
+  const int log_every = train.value("log_every", 10);
+  const int64_t eval_every = train.value("eval_every", int64_t{0});
+  const int64_t eval_every_samples = train.value("eval_every_samples", int64_t{0});
+  int64_t step = 0;
+  int epochs_run = 0;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::mt19937_64 rng(train.value("seed", 12345) + epoch);
+    std::shuffle(order.begin(), order.end(), rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t seen = 0, loss_steps = 0;
+    for (size_t begin = 0; begin < order.size() && step < run_steps; begin += global) {
+      const bert_batch b = run.data.train_batch(rows_of_rank(order, begin, global, ranks), storage);
+      bert_step_result r;
+      bert_step_result_init(&r);
+      if (failed(bert_step(s, &b, &r), "bert_step")) return 1;
+      ++step;
+      seen += static_cast<int64_t>(std::min(global, order.size() - begin));
+      loss_sum += r.loss;
+      ++loss_steps;
+      const bool epoch_end = begin + global >= order.size() || step == run_steps;
+      if (step % log_every == 0 || epoch_end) {
+        float loss = static_cast<float>(loss_sum / loss_steps);
+        if (ranks.world > 1 && failed(bert_allreduce_host(s, &loss, 1, BERT_REDUCE_MEAN), "mean loss")) return 1;
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (ranks.leader()) {
+          std::printf("epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3e  %.1f seq/s\n", epoch, epochs,
+                      static_cast<long long>(step), static_cast<long long>(run_steps), loss, r.learning_rate,
+                      seen / secs);
+          std::fflush(stdout);
+          run.metrics.log(json::array({epoch, step}), {{"samples", step * static_cast<int64_t>(global)},
+                                                      {"loss", loss},
+                                                      {"learning_rate", r.learning_rate},
+                                                      {"sequences_per_second", seen / secs}});
+        }
+        loss_sum = 0;
+        loss_steps = 0;
+      }
+      if (!epoch_end && bert_tools::evaluation_due(step, eval_every, eval_every_samples, static_cast<long long>(global)) &&
+          !run.evaluate(epoch, step, false)) {
+        return 1;
+      }
+    }
+    if (!run.evaluate(epoch, step, true)) return 1;
+    const std::string path = out_dir + "/epoch_" + std::to_string(epoch) + ".h5";
+    if (failed(bert_checkpoint(s, path.c_str()), "bert_checkpoint")) return 1;
+    epochs_run = epoch;
+    if (step >= run_steps) break;
+  }
+  // The last epoch's checkpoint holds the final state: final.h5 is a second name for it (a
+  // BERT-large state is 4 GB), written anew (by every rank: a checkpoint is collective) only
+  // where rank 0's file system cannot link.
+  const std::string final_path = out_dir + "/final.h5", last_path = out_dir + "/epoch_" + std::to_string(epochs_run) + ".h5";
+  float link_failed = 0;
+  if (ranks.leader()) {
+    std::error_code ec;
+    std::filesystem::remove(final_path, ec);
+    std::filesystem::create_hard_link(last_path, final_path, ec);
+    link_failed = ec ? 1.0f : 0.0f;
+  }
+  if (ranks.world > 1 && failed(bert_allreduce_host(s, &link_failed, 1, BERT_REDUCE_MAX), "final.h5")) return 1;
+  if (link_failed > 0 && failed(bert_checkpoint(s, final_path.c_str()), "bert_checkpoint")) return 1;
+  if (ranks.leader()) std::printf("saved %s\n", final_path.c_str());
+  return 0;
+}
+
+int run(const std::string& config_path, bool eval_only) {
   json cfg;
   try {
     cfg = json::parse(bert_tools::read_file_or_exit(config_path));
@@ -205,11 +347,15 @@ int run(const std::string& config_path) {
   BERT_CHECK(epochs >= 1, bert::Code::config, "config key 'finetune.epochs' = ", epochs, " must be at least 1");
   std::filesystem::create_directories(out_dir);
 
+  // The ranks the launcher started (the schedule's length depends on them before the session exists).
+  const bert::LaunchPlan launch = bert::resolve_launch(bert::DistRequest{}, bert::process_env());
   json& train = cfg["train"];
   if (!train.is_object()) train = json::object();
   if (train.contains("init_checkpoint")) {
+    const std::string import_to =
+        out_dir + "/init_imported" + (launch.rank > 0 ? ".rank" + std::to_string(launch.rank) : "") + ".h5";
     const bert_tools::InitWeights init =
-        bert_tools::resolve_init_weights(train["init_checkpoint"].get<std::string>(), out_dir + "/init_imported.h5");
+        bert_tools::resolve_init_weights(train["init_checkpoint"].get<std::string>(), import_to);
     train["init_checkpoint"] = init.checkpoint;
     if (!cfg.contains("model")) cfg["model"] = init.config.at("model");
   }
@@ -224,7 +370,7 @@ int run(const std::string& config_path) {
 
   const int micro = train.value("micro_batch", 32);
   const int accumulation = train.value("accumulation_steps", 1);
-  const int per_step = micro * accumulation;
+  const int64_t per_step = static_cast<int64_t>(micro) * accumulation * launch.world_size;
   const int64_t steps_per_epoch = (data.train_count + per_step - 1) / per_step;
   // train.steps bounds the run (DLE's --max_steps: the schedule's length, the run stopping there
   // or at the end of its epochs); without it the schedule spans the epochs.
@@ -243,70 +389,21 @@ int run(const std::string& config_path) {
 
   bert_session* s = nullptr;
   if (failed(bert_session_create(cfg.dump().c_str(), nullptr, &s), "bert_session_create")) return 1;
-  const int64_t run_steps = std::min(total, steps_per_epoch * epochs);
-  std::printf("fine-tuning %s, %lld steps of %d sequences (%d epochs of %lld steps%s)\n", data.summary.c_str(),
-              static_cast<long long>(run_steps), per_step, epochs, static_cast<long long>(steps_per_epoch),
-              total < steps_per_epoch * epochs ? ", cut at train.steps" : "");
-  std::vector<int32_t> order(data.train_count);
-  bert_tools::BatchStorage storage;
-  const int log_every = train.value("log_every", 10);
-  const int eval_batch = get<int>(ft, "eval_batch", 64);
-  int64_t step = 0;
-  int status = 0, epochs_run = 0;
-  for (int epoch = 1; epoch <= epochs && status == 0; ++epoch) {
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-    std::mt19937_64 rng(train.value("seed", 12345) + epoch);
-    std::shuffle(order.begin(), order.end(), rng);
-    const auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    int64_t seen = 0, loss_steps = 0;
-    for (size_t begin = 0; begin < order.size() && step < run_steps; begin += per_step) {
-      std::vector<int32_t> rows(order.begin() + begin, order.begin() + std::min(order.size(), begin + per_step));
-      const bert_batch b = data.train_batch(rows, storage);
-      bert_step_result r;
-      bert_step_result_init(&r);
-      if (failed(bert_step(s, &b, &r), "bert_step")) {
-        status = 1;
-        break;
-      }
-      ++step;
-      seen += rows.size();
-      loss_sum += r.loss;
-      ++loss_steps;
-      if (step % log_every == 0 || begin + per_step >= order.size() || step == run_steps) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3e  %.1f seq/s\n", epoch, epochs,
-                    static_cast<long long>(step), static_cast<long long>(run_steps),
-                    loss_sum / loss_steps, r.learning_rate, seen / secs);
-        std::fflush(stdout);
-        loss_sum = 0;
-        loss_steps = 0;
-      }
-    }
-    if (status) break;
-    std::string metrics;
-    double secs = 0;
-    if (!data.evaluate(s, eval_batch, metrics, secs)) {
-      status = 1;
-      break;
-    }
-    std::printf("epoch %d eval %s (%.1f seq/s)\n", epoch, metrics.c_str(), secs > 0 ? data.dev_count / secs : 0.0);
-    const std::string path = out_dir + "/epoch_" + std::to_string(epoch) + ".h5";
-    if (failed(bert_checkpoint(s, path.c_str()), "bert_checkpoint")) status = 1;
-    epochs_run = epoch;
-    std::fflush(stdout);
-    if (step >= run_steps) break;
+  const bert_tools::Ranks ranks = bert_tools::session_ranks(s);
+  if (ranks.world != launch.world_size) {
+    std::fprintf(stderr, "error: the launcher started %d ranks but the session has %d (dist.backend): each rank would "
+                 "train on every row\n", launch.world_size, ranks.world);
+    bert_session_destroy(s);
+    return 1;
   }
-  if (status == 0) {
-    // The last epoch's checkpoint holds the final state: final.h5 is a second name for it (a
-    // BERT-large state is 4 GB), written anew only where the file system cannot link.
-    const std::string final_path = out_dir + "/final.h5", last_path = out_dir + "/epoch_" + std::to_string(epochs_run) + ".h5";
-    std::error_code ec;
-    std::filesystem::remove(final_path, ec);
-    std::filesystem::create_hard_link(last_path, final_path, ec);
-    if (ec && failed(bert_checkpoint(s, final_path.c_str()), "bert_checkpoint")) status = 1;
-    else std::printf("saved %s\n", final_path.c_str());
+  Run run{s, ranks, data, get<int>(ft, "eval_batch", 64)};
+  const std::string metrics_path = cfg.value("log", json::object()).value("metrics", "");
+  if (ranks.leader() && !run.metrics.open(metrics_path)) {
+    std::fprintf(stderr, "error: config key 'log.metrics': cannot open '%s' for writing\n", metrics_path.c_str());
+    bert_session_destroy(s);
+    return 1;
   }
+  const int status = eval_only ? (run.evaluate(0, 0, false) ? 0 : 1) : train_epochs(run, train, epochs, total, out_dir);
   bert_session_destroy(s);
   return status;
 }
@@ -314,10 +411,15 @@ int run(const std::string& config_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (bert_tools::asks_for_help(argc, argv)) return usage(stdout);
-  if (argc != 2) return usage();
+  if (bert_tools::asks_for_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const bert_tools::CommandLine args(
+      "bert-finetune", kUsage, argc, argv, 1,
+      {.flags = {"--eval-only"}, .min_positional = 1, .max_positional = 1, .positional_name = "CONFIG.json"});
   try {
-    return bert_tools::finish(run(argv[1]));
+    return bert_tools::finish(run(args.positional()[0], args.flag("--eval-only")));
   } catch (const std::exception& e) {  // bert::Error included
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

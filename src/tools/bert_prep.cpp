@@ -12,13 +12,13 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
-#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "command_line.h"
 #include "core/error.h"
 #include "prep/progress.h"
 #include "prep/shard_builder.h"
@@ -69,83 +69,36 @@ commands:
 INPUT directories are searched recursively for *.txt files.
 )";
 
-// Parsed command line: options with values, flags, and positional arguments.
-class Args {
- public:
-  Args(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& flags,
-       const std::string& command) {
-    for (int i = 2; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.size() > 2 && a.rfind("--", 0) == 0) {
-        std::string name = a.substr(2), value;
-        const size_t eq = name.find('=');
-        const bool inline_value = eq != std::string::npos;
-        if (inline_value) {
-          value = name.substr(eq + 1);
-          name = name.substr(0, eq);
-        }
-        if (with_value.count(name)) {
-          if (!inline_value) {
-            if (i + 1 >= argc) fail(Code::invalid_argument, "option --", name, " needs a value");
-            value = argv[++i];
-          }
-          values_[name] = value;
-        } else if (flags.count(name) && !inline_value) {
-          flags_.insert(name);
-        } else {
-          fail(Code::invalid_argument, "unknown option '", a, "' for bert-prep ", command, " (see bert-prep --help)");
-        }
-      } else {
-        positional_.push_back(a);
-      }
-    }
-  }
-  bool flag(const std::string& name) const { return flags_.count(name) != 0; }
-  bool has(const std::string& name) const { return values_.count(name) != 0; }
-  std::string str(const std::string& name, const std::string& fallback = "") const {
-    auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second;
-  }
-  std::string required(const std::string& name) const {
-    if (!has(name)) fail(Code::invalid_argument, "missing required option --", name);
-    return str(name);
-  }
-  long long integer(const std::string& name, long long fallback) const {
-    if (!has(name)) return fallback;
-    const std::string v = str(name);
-    char* end = nullptr;
-    long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') fail(Code::invalid_argument, "option --", name, " expects an integer, got '", v, "'");
-    return x;
-  }
-  double real(const std::string& name, double fallback) const {
-    if (!has(name)) return fallback;
-    const std::string v = str(name);
-    char* end = nullptr;
-    double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0') fail(Code::invalid_argument, "option --", name, " expects a number, got '", v, "'");
-    return x;
-  }
-  const std::vector<std::string>& positional() const { return positional_; }
+using Args = bert_tools::CommandLine;
 
- private:
-  std::map<std::string, std::string> values_;
-  std::set<std::string> flags_;
-  std::vector<std::string> positional_;
-};
+// The command line of `bert-prep COMMAND`: its options (names without "--") and at least
+// `min_inputs` positional inputs.
+Args parse(int argc, char** argv, const std::string& command, const std::set<std::string>& with_value,
+           const std::set<std::string>& flags, size_t min_inputs) {
+  Args::Spec spec{.min_positional = min_inputs, .max_positional = Args::kUnbounded, .positional_name = "inputs"};
+  for (const std::string& name : with_value) spec.with_value.insert("--" + name);
+  for (const std::string& name : flags) spec.flags.insert("--" + name);
+  return Args("bert-prep " + command, kUsage, argc, argv, 2, spec);
+}
 
-TokenizerOptions tokenizer_options(const Args& args, const Vocab& vocab) {
+constexpr long long kMaxCount = 1LL << 40;
+
+// The tokenizer's options from the command line (read before the vocabulary is loaded, so that a
+// bad value is refused first); the case follows the vocabulary unless --cased or --uncased says.
+TokenizerOptions tokenizer_options(const Args& args) {
   TokenizerOptions t;
-  if (args.flag("cased") && args.flag("uncased")) fail(Code::invalid_argument, "--cased and --uncased exclude each other");
-  t.lower_case = args.flag("uncased") || (!args.flag("cased") && !vocab.has_upper_case());
-  t.max_word_chars = static_cast<int>(args.integer("max-word-chars", 100));
-  if (t.max_word_chars < 1) fail(Code::invalid_argument, "--max-word-chars must be >= 1");
+  if (args.flag("--cased") && args.flag("--uncased")) fail(Code::invalid_argument, "--cased and --uncased exclude each other");
+  t.max_word_chars = static_cast<int>(args.integer("--max-word-chars", 100, 1, 1 << 20));
   return t;
 }
 
+Tokenizer make_tokenizer(const Args& args, const Vocab& vocab, TokenizerOptions t) {
+  t.lower_case = args.flag("--uncased") || (!args.flag("--cased") && !vocab.has_upper_case());
+  return Tokenizer(vocab, t);
+}
+
 int threads_option(const Args& args) {
-  const long long t = args.integer("threads", 0);
-  if (t < 0) fail(Code::invalid_argument, "--threads must be >= 0");
+  const long long t = args.integer("--threads", 0, 0, 4096);
   return t > 0 ? static_cast<int>(t) : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
@@ -207,25 +160,25 @@ double timed_passes(const Tokenizer& tok, const std::vector<std::string_view>& l
 }
 
 int cmd_tokenize(int argc, char** argv) {
-  Args args(argc, argv, {"vocab", "max-word-chars", "threads", "min-seconds"},
-            {"ids", "cased", "uncased", "benchmark", "json"}, "tokenize");
-  const Vocab vocab = Vocab::load(args.required("vocab"));
-  const Tokenizer tok(vocab, tokenizer_options(args, vocab));
+  Args args = parse(argc, argv, "tokenize", {"vocab", "max-word-chars", "threads", "min-seconds"}, {"ids", "cased", "uncased", "benchmark", "json"}, 0);
+  const double min_seconds = args.number("--min-seconds", 2.0, 0, 1e6);
+  const int threads = threads_option(args);
+  const TokenizerOptions tokenizer = tokenizer_options(args);
+  const Vocab vocab = Vocab::load(args.required("--vocab"));
+  const Tokenizer tok = make_tokenizer(args, vocab, tokenizer);
   std::vector<std::string> inputs = args.positional();
   if (inputs.empty()) inputs.push_back("-");
 
-  if (args.flag("benchmark")) {
+  if (args.flag("--benchmark")) {
     std::string text;
     for (const std::string& in : inputs) text += read_all(in);
     const std::vector<std::string_view> lines = split_lines(text);
-    const double min_seconds = args.real("min-seconds", 2.0);
-    const int threads = threads_option(args);
     TokenizeCounts c1, cn;
     int passes1 = 0, passesn = 0;
     const double t1 = timed_passes(tok, lines, 1, min_seconds, c1, passes1);
     const double tn = timed_passes(tok, lines, threads, min_seconds, cn, passesn);
     const double mb = static_cast<double>(text.size()) / 1e6;
-    if (args.flag("json")) {
+    if (args.flag("--json")) {
       std::printf("{\"bytes\": %zu, \"lines\": %zu, \"tokens\": %llu, \"unknown_words\": %llu, "
                   "\"single_thread\": {\"seconds\": %.6f, \"mb_per_s\": %.3f, \"tokens_per_s\": %.1f}, "
                   "\"threads\": %d, \"all_threads\": {\"seconds\": %.6f, \"mb_per_s\": %.3f, \"tokens_per_s\": %.1f}}\n",
@@ -245,7 +198,7 @@ int cmd_tokenize(int argc, char** argv) {
     return 0;
   }
 
-  const bool ids_out = args.flag("ids");
+  const bool ids_out = args.flag("--ids");
   TokenizeCounts counts;
   uint64_t lines = 0;
   std::vector<int32_t> ids;
@@ -289,21 +242,16 @@ int cmd_tokenize(int argc, char** argv) {
 }
 
 int cmd_vocab(int argc, char** argv) {
-  Args args(argc, argv, {"size", "output", "min-frequency", "limit-alphabet", "threads", "max-word-chars"},
-            {"cased", "uncased"}, "vocab");
+  Args args = parse(argc, argv, "vocab", {"size", "output", "min-frequency", "limit-alphabet", "threads", "max-word-chars"}, {"cased", "uncased"}, 1);
   VocabTrainOptions o;
   o.inputs = args.positional();
-  if (o.inputs.empty()) fail(Code::invalid_argument, "bert-prep vocab needs input files or directories");
-  const long long size = args.integer("size", 30522);
-  if (size < static_cast<long long>(kMinVocabSize)) {
-    fail(Code::invalid_argument, "--size ", size, " is too small (at least ", kMinVocabSize, ")");
-  }
+  const long long size = args.integer("--size", 30522, kMinVocabSize, 1 << 24);
   o.vocab_size = static_cast<size_t>(size);
-  const std::string output = args.required("output");
-  o.lower_case = !args.flag("cased");
-  o.min_frequency = static_cast<uint64_t>(std::max(1LL, args.integer("min-frequency", 2)));
-  o.limit_alphabet = static_cast<size_t>(std::max(1LL, args.integer("limit-alphabet", 1000)));
-  o.max_word_chars = static_cast<int>(args.integer("max-word-chars", 100));
+  const std::string output = args.required("--output");
+  o.lower_case = !args.flag("--cased");
+  o.min_frequency = static_cast<uint64_t>(args.integer("--min-frequency", 2, 1, kMaxCount));
+  o.limit_alphabet = static_cast<size_t>(args.integer("--limit-alphabet", 1000, 1, 1 << 24));
+  o.max_word_chars = static_cast<int>(args.integer("--max-word-chars", 100, 1, 1 << 20));
   o.threads = threads_option(args);
   VocabTrainSummary sum;
   const std::vector<std::string> tokens = train_wordpiece_vocab(o, sum);
@@ -323,52 +271,43 @@ int cmd_vocab(int argc, char** argv) {
 }
 
 ShardOutputFormat format_option(const Args& args) {
-  const std::string format = args.str("format", "dle");
-  if (format != "dle" && format != "mlperf") fail(Code::invalid_argument, "--format must be 'dle' or 'mlperf', got '", format, "'");
-  return format == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
+  return args.choice("--format", "dle", {"dle", "mlperf"}) == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
 }
 
 int cmd_shards(int argc, char** argv) {
-  Args args(argc, argv,
-            {"vocab", "output", "max-seq-length", "max-predictions", "masked-lm-prob", "short-seq-prob", "dupe-factor",
+  Args args = parse(argc, argv, "shards", {"vocab", "output", "max-seq-length", "max-predictions", "masked-lm-prob", "short-seq-prob", "dupe-factor",
              "seed", "sentences", "documents", "shards", "eval-fraction", "eval-shards", "format", "gzip", "threads",
-             "max-word-chars"},
-            {"whole-word-mask", "overwrite", "cased", "uncased"}, "shards");
+             "max-word-chars"}, {"whole-word-mask", "overwrite", "cased", "uncased"}, 1);
   ShardBuildOptions o;
   o.inputs = args.positional();
-  if (o.inputs.empty()) fail(Code::invalid_argument, "bert-prep shards needs input files or directories");
-  const Vocab vocab = Vocab::load(args.required("vocab"));
-  const Tokenizer tok(vocab, tokenizer_options(args, vocab));
-  o.output_dir = args.required("output");
-  o.instances.max_seq_length = static_cast<int>(args.integer("max-seq-length", 128));
-  o.instances.max_predictions = static_cast<int>(args.integer("max-predictions", 20));
-  o.instances.masked_lm_prob = args.real("masked-lm-prob", 0.15);
-  o.instances.short_seq_prob = args.real("short-seq-prob", 0.1);
-  o.instances.whole_word_mask = args.flag("whole-word-mask");
-  o.dupe_factor = static_cast<int>(args.integer("dupe-factor", 10));
-  const long long seed = args.integer("seed", 12345);
-  if (seed < 0) fail(Code::invalid_argument, "--seed must be >= 0");
+  o.output_dir = args.required("--output");
+  o.instances.max_seq_length = static_cast<int>(args.integer("--max-seq-length", 128, 2, 1 << 16));
+  o.instances.max_predictions = static_cast<int>(args.integer("--max-predictions", 20, 0, 1 << 16));
+  o.instances.masked_lm_prob = args.number("--masked-lm-prob", 0.15, 0, 1);
+  o.instances.short_seq_prob = args.number("--short-seq-prob", 0.1, 0, 1);
+  o.instances.whole_word_mask = args.flag("--whole-word-mask");
+  o.dupe_factor = static_cast<int>(args.integer("--dupe-factor", 10, 1, 1 << 16));
+  const long long seed = args.integer("--seed", 12345, 0, kMaxCount);
   o.seed = static_cast<uint64_t>(seed);
-  const std::string sentences = args.str("sentences", "line");
-  if (sentences != "line" && sentences != "split") fail(Code::invalid_argument, "--sentences must be 'line' or 'split', got '", sentences, "'");
+  const std::string sentences = args.choice("--sentences", "line", {"line", "split"});
   o.sentences = sentences == "line" ? SentenceMode::line : SentenceMode::split;
-  const std::string documents = args.str("documents", "blank-line");
-  if (documents != "blank-line" && documents != "file") fail(Code::invalid_argument, "--documents must be 'blank-line' or 'file', got '", documents, "'");
+  const std::string documents = args.choice("--documents", "blank-line", {"blank-line", "file"});
   o.documents = documents == "file" ? DocumentMode::file : DocumentMode::blank_line;
-  o.num_shards = static_cast<int>(args.integer("shards", 0));
-  o.eval_fraction = args.real("eval-fraction", 0.01);
-  o.eval_shards = static_cast<int>(args.integer("eval-shards", 1));
-  const std::string format = args.str("format", "dle");
+  o.num_shards = static_cast<int>(args.integer("--shards", 0, 0, 1 << 20));
+  o.eval_fraction = args.number("--eval-fraction", 0.01, 0, 1);
+  o.eval_shards = static_cast<int>(args.integer("--eval-shards", 1, 0, 1 << 20));
   o.write.format = format_option(args);
   o.write.max_seq_length = o.instances.max_seq_length;
   o.write.max_predictions = o.instances.max_predictions;
-  o.write.gzip_level = static_cast<int>(args.integer("gzip", 1));
-  if (o.write.gzip_level < 0 || o.write.gzip_level > 9) fail(Code::invalid_argument, "--gzip must be in [0, 9]");
+  o.write.gzip_level = static_cast<int>(args.integer("--gzip", 1, 0, 9));
   o.threads = threads_option(args);
-  o.overwrite = args.flag("overwrite");
+  o.overwrite = args.flag("--overwrite");
+  const TokenizerOptions tokenizer = tokenizer_options(args);
+  const Vocab vocab = Vocab::load(args.required("--vocab"));
+  const Tokenizer tok = make_tokenizer(args, vocab, tokenizer);
 
   const ShardBuildSummary s = build_shards(o, tok);
-  std::printf("shards: %s (%s, %s)\n", o.output_dir.c_str(), format.c_str(), tok.options().lower_case ? "uncased" : "cased");
+  std::printf("shards: %s (%s, %s)\n", o.output_dir.c_str(), args.text("--format", "dle").c_str(), tok.options().lower_case ? "uncased" : "cased");
   std::printf("  input: %llu files, %s, %llu documents (%llu empty, dropped), %llu sentences, %llu tokens\n",
               static_cast<unsigned long long>(s.files), format_bytes(static_cast<double>(s.input_bytes)).c_str(),
               static_cast<unsigned long long>(s.documents), static_cast<unsigned long long>(s.empty_documents),
@@ -393,17 +332,15 @@ int cmd_shards(int argc, char** argv) {
 }
 
 int cmd_from_tfrecord(int argc, char** argv) {
-  Args args(argc, argv, {"output", "format", "gzip"}, {"overwrite"}, "from-tfrecord");
-  if (args.positional().empty()) fail(Code::invalid_argument, "bert-prep from-tfrecord needs TFRecord files or directories");
+  Args args = parse(argc, argv, "from-tfrecord", {"output", "format", "gzip"}, {"overwrite"}, 1);
   TfRecordConvertOptions o;
-  o.output_dir = args.required("output");
+  o.output_dir = args.required("--output");
   o.format = format_option(args);
-  o.gzip_level = static_cast<int>(args.integer("gzip", 1));
-  if (o.gzip_level < 0 || o.gzip_level > 9) fail(Code::invalid_argument, "--gzip must be in [0, 9]");
-  o.overwrite = args.flag("overwrite");
+  o.gzip_level = static_cast<int>(args.integer("--gzip", 1, 0, 9));
+  o.overwrite = args.flag("--overwrite");
   const auto t0 = std::chrono::steady_clock::now();
   const TfRecordConvertSummary s = convert_tfrecords(args.positional(), o);
-  std::printf("shards: %s (%s) from %llu TFRecord files\n", o.output_dir.c_str(), args.str("format", "dle").c_str(),
+  std::printf("shards: %s (%s) from %llu TFRecord files\n", o.output_dir.c_str(), args.text("--format", "dle").c_str(),
               static_cast<unsigned long long>(s.files));
   std::printf("  records: %llu (max_seq_length %d, max_predictions %d), %llu tokens, %llu masked predictions\n",
               static_cast<unsigned long long>(s.records), s.max_seq_length, s.max_predictions,
@@ -416,28 +353,21 @@ int cmd_from_tfrecord(int argc, char** argv) {
 // Options shared by the commands that rewrite existing shards (bins, eval-set).
 ShardRewriteOptions rewrite_options(const Args& args) {
   ShardRewriteOptions o;
-  o.limits.max_seq_length = static_cast<int>(args.integer("max-seq-length", 512));
-  o.limits.max_predictions_per_seq = static_cast<int>(args.integer("max-predictions", 80));
+  o.limits.max_seq_length = static_cast<int>(args.integer("--max-seq-length", 512, 2, 1 << 16));
+  o.limits.max_predictions_per_seq = static_cast<int>(args.integer("--max-predictions", 80, 1, 1 << 16));
   o.limits.vocab_size = std::numeric_limits<int32_t>::max();  // ids are copied, not interpreted
-  if (o.limits.max_seq_length < 2 || o.limits.max_predictions_per_seq < 1) {
-    fail(Code::invalid_argument, "--max-seq-length must be >= 2 and --max-predictions >= 1");
-  }
-  o.format = args.str("input-format", "auto");
-  const std::string format = args.str("format", "dle");
-  if (format != "dle" && format != "mlperf") fail(Code::invalid_argument, "--format must be 'dle' or 'mlperf', got '", format, "'");
-  o.write.format = format == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
-  o.write.gzip_level = static_cast<int>(args.integer("gzip", 1));
-  if (o.write.gzip_level < 0 || o.write.gzip_level > 9) fail(Code::invalid_argument, "--gzip must be in [0, 9]");
-  o.overwrite = args.flag("overwrite");
+  o.format = args.choice("--input-format", "auto", {"auto", "dle", "mlperf", "mlperf_packed"});
+  o.write.format = format_option(args);
+  o.write.gzip_level = static_cast<int>(args.integer("--gzip", 1, 0, 9));
+  o.overwrite = args.flag("--overwrite");
   return o;
 }
 
 int cmd_bins(int argc, char** argv) {
-  Args args(argc, argv, {"output", "bins", "max-seq-length", "max-predictions", "format", "input-format", "gzip"},
-            {"overwrite"}, "bins");
+  Args args = parse(argc, argv, "bins", {"output", "bins", "max-seq-length", "max-predictions", "format", "input-format", "gzip"}, {"overwrite"}, 1);
   const ShardRewriteOptions o = rewrite_options(args);
-  const std::string output = args.required("output");
-  const int bins = static_cast<int>(args.integer("bins", 4));
+  const std::string output = args.required("--output");
+  const int bins = static_cast<int>(args.integer("--bins", 4, 1, 4096));
   const LengthBinSummary s = split_length_bins(args.positional(), output, bins, o);
   std::printf("bins: %llu shards split into %d length bins under %s\n", static_cast<unsigned long long>(s.files), bins,
               output.c_str());
@@ -449,12 +379,10 @@ int cmd_bins(int argc, char** argv) {
 }
 
 int cmd_eval_set(int argc, char** argv) {
-  Args args(argc, argv, {"output", "samples", "seed", "max-seq-length", "max-predictions", "format", "input-format", "gzip"},
-            {"overwrite"}, "eval-set");
+  Args args = parse(argc, argv, "eval-set", {"output", "samples", "seed", "max-seq-length", "max-predictions", "format", "input-format", "gzip"}, {"overwrite"}, 1);
   const ShardRewriteOptions o = rewrite_options(args);
-  const std::string output = args.required("output");
-  const long long samples = args.integer("samples", 10000), seed = args.integer("seed", 12345);
-  if (samples < 1 || seed < 0) fail(Code::invalid_argument, "--samples must be positive and --seed >= 0");
+  const std::string output = args.required("--output");
+  const long long samples = args.integer("--samples", 10000, 1, kMaxCount), seed = args.integer("--seed", 12345, 0, kMaxCount);
   const uint64_t n = pick_eval_samples(args.positional(), output, static_cast<uint64_t>(samples),
                                        static_cast<uint64_t>(seed), o);
   std::printf("eval-set: %llu sequences in %s%s\n", static_cast<unsigned long long>(n), output.c_str(),
@@ -463,12 +391,11 @@ int cmd_eval_set(int argc, char** argv) {
 }
 
 int cmd_inspect(int argc, char** argv) {
-  Args args(argc, argv, {"vocab", "samples", "bins"}, {}, "inspect");
-  if (args.positional().empty()) fail(Code::invalid_argument, "bert-prep inspect needs a shard file");
-  const Vocab vocab = Vocab::load(args.required("vocab"));
+  Args args = parse(argc, argv, "inspect", {"vocab", "samples", "bins"}, {}, 1);
   InspectOptions o;
-  o.samples_to_show = static_cast<int>(args.integer("samples", 3));
-  o.histogram_bins = static_cast<int>(args.integer("bins", 8));
+  o.samples_to_show = static_cast<int>(args.integer("--samples", 3, 0, 1 << 20));
+  o.histogram_bins = static_cast<int>(args.integer("--bins", 8, 1, 1000));
+  const Vocab vocab = Vocab::load(args.required("--vocab"));
   for (const std::string& path : args.positional()) inspect_shard_file(path, vocab, o, std::cout);
   return 0;
 }

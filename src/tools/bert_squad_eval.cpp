@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_line.h"
 #include "core/error.h"
 #include "tasks/squad_metrics.h"
-#include "tool_help.h"
 
 namespace {
 
@@ -28,24 +28,27 @@ nlohmann::json read_json(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool help = bert_tools::asks_for_help(argc, argv);
-  if (help || argc != 3) {
-    std::fprintf(help ? stdout : stderr, "usage: bert-squad-eval DATASET.json PREDICTIONS.json\n");
-    return help ? 0 : 2;
+  constexpr const char* kUsage = "usage: bert-squad-eval DATASET.json PREDICTIONS.json\n";
+  if (bert_tools::asks_for_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
+  const bert_tools::CommandLine args("bert-squad-eval", kUsage, argc, argv, 1, {.min_positional = 2, .max_positional = 2, .positional_name = "files (DATASET.json PREDICTIONS.json)"});
+  const char* dataset_path = args.positional()[0].c_str();
+  const char* predictions_path = args.positional()[1].c_str();
   try {
-    const nlohmann::json dataset = read_json(argv[1]), predictions = read_json(argv[2]);
-    if (!predictions.is_object()) bert::fail(bert::Code::data, "'", argv[2], "' must be an object {question id: answer text}");
+    const nlohmann::json dataset = read_json(dataset_path), predictions = read_json(predictions_path);
+    if (!predictions.is_object()) bert::fail(bert::Code::data, "'", predictions_path, "' must be an object {question id: answer text}");
     for (const auto& [id, answer] : predictions.items()) {
       if (!answer.is_string()) {
-        bert::fail(bert::Code::data, "'", argv[2], "': the answer of question '", id, "' must be a string, got ",
+        bert::fail(bert::Code::data, "'", predictions_path, "': the answer of question '", id, "' must be a string, got ",
                    answer.type_name());
       }
     }
     try {  // the dataset's structure as the official scripts read it, named by key path and question id
       std::printf("%s\n", bert::squad_evaluate(dataset, predictions).dump().c_str());
     } catch (const bert::Error& e) {
-      bert::fail(e.code(), "'", argv[1], "' with predictions '", argv[2], "': ", e.what());
+      bert::fail(e.code(), "'", dataset_path, "' with predictions '", predictions_path, "': ", e.what());
     }
     return 0;
   } catch (const bert::Error& e) {

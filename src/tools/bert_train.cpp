@@ -28,12 +28,12 @@
 
 #include "bert.h"
 #include "ckpt/tf_names.h"
+#include "command_line.h"
 #include "metrics_log.h"
 #include "mlperf_log.h"
 #include "run_dir.h"
 #include "run_plan.h"
 #include "tool_common.h"
-#include "tool_help.h"
 
 namespace {
 
@@ -44,44 +44,42 @@ volatile sig_atomic_t stop_signal = 0;
 
 void on_stop_signal(int sig) { stop_signal = sig; }
 
-void usage(FILE* out = stderr) {
-  std::fprintf(out,
-               "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
-               "                  [--resume [--discard-invalid] | --overwrite] [--loss-log FILE] [--quiet]\n"
-               "       bert-train --plan CONFIG.json [PHASE2.json ...] [--world N] [--steps N]\n"
-               "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
-               "  each later one starts from the previous one's final checkpoint (its train.init_checkpoint\n"
-               "  unless set) with its LAMB moments (train.init_optimizer_state) and a fresh step, schedule\n"
-               "  and data cursor. With checkpoint.dir set, writes\n"
-               "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
-               "  continues from the newest valid one of the run that wrote the directory last (a phase whose\n"
-               "  final checkpoint exists is skipped, a finished run is not trained again). A checkpoint\n"
-               "  that fails verification stops --resume, naming it; --discard-invalid renames such files to\n"
-               "  <name>.invalid and resumes from the newest valid one. A periodic checkpoint that cannot be\n"
-               "  written stops the run (checkpoint.on_failure: \"continue\" trains on). A checkpoint.dir\n"
-               "  belongs to one run: without --resume, a directory holding checkpoints is refused;\n"
-               "  --overwrite moves them to <dir>/overwritten-<time>/. log.mlperf holds one run: a new run\n"
-               "  moves an earlier log aside, --resume continues the run's own log.\n"
-               "  --steps-this-run stops (checkpoint written, exit 0) after N steps of this invocation.\n"
-               "  The final checkpoint of a phase goes to <checkpoint.dir>/final.h5 (bert_final.h5 without\n"
-               "  a dir; --output FILE.h5 for the last phase). train.eval_every / eval_every_samples evaluate\n"
-               "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
-               "  --loss-log appends 'step loss' per step with every digit of the float (rank 0 writes it;\n"
-               "  under mpirun the loss is the mean of the ranks' losses).\n"
-               "  --plan trains nothing: it prints, for N ranks (default 1), the batch split, steps and\n"
-               "  samples, the learning rate at a few steps, the evaluation and checkpoint points, the memory\n"
-               "  per rank (the engine's own accounting, no model allocated, no data read) and, for a CUDA\n"
-               "  recipe, the cost model's predicted step time and time to train; then a JSON line per phase.\n"
-               "exit status:\n"
-               "  0    every phase completed (or reached its target), or --steps-this-run stopped it with a\n"
-               "       checkpoint written; also a --resume of a run that had already finished\n"
-               "  1    the run failed: a training, evaluation or distributed error, or a checkpoint (periodic\n"
-               "       or final) that could not be written or resumed\n"
-               "  2    bad command line or config (nothing trained)\n"
-               "  3    the run ended its steps without reaching train.target_mlm_accuracy (final checkpoint\n"
-               "       written; a scheduler may retry with another seed)\n"
-               "  128+N  stopped by signal N (SIGTERM, SIGINT), checkpoint written when checkpoint.dir is set\n");
-}
+constexpr const char* kUsage =
+    "usage: bert-train CONFIG.json [PHASE2.json ...] [--steps N] [--steps-this-run N] [--output FILE.h5]\n"
+    "                  [--resume [--discard-invalid] | --overwrite] [--loss-log FILE] [--quiet]\n"
+    "       bert-train --plan CONFIG.json [PHASE2.json ...] [--world N] [--steps N]\n"
+    "  Trains for train.steps (or N) optimizer steps per config. Several configs run as phases:\n"
+    "  each later one starts from the previous one's final checkpoint (its train.init_checkpoint\n"
+    "  unless set) with its LAMB moments (train.init_optimizer_state) and a fresh step, schedule\n"
+    "  and data cursor. With checkpoint.dir set, writes\n"
+    "  <dir>/ckpt_<step>.h5 every checkpoint.every steps and on SIGTERM/SIGINT; --resume\n"
+    "  continues from the newest valid one of the run that wrote the directory last (a phase whose\n"
+    "  final checkpoint exists is skipped, a finished run is not trained again). A checkpoint\n"
+    "  that fails verification stops --resume, naming it; --discard-invalid renames such files to\n"
+    "  <name>.invalid and resumes from the newest valid one. A periodic checkpoint that cannot be\n"
+    "  written stops the run (checkpoint.on_failure: \"continue\" trains on). A checkpoint.dir\n"
+    "  belongs to one run: without --resume, a directory holding checkpoints is refused;\n"
+    "  --overwrite moves them to <dir>/overwritten-<time>/. log.mlperf holds one run: a new run\n"
+    "  moves an earlier log aside, --resume continues the run's own log.\n"
+    "  --steps-this-run stops (checkpoint written, exit 0) after N steps of this invocation.\n"
+    "  The final checkpoint of a phase goes to <checkpoint.dir>/final.h5 (bert_final.h5 without\n"
+    "  a dir; --output FILE.h5 for the last phase). train.eval_every / eval_every_samples evaluate\n"
+    "  during training; train.target_mlm_accuracy ends the phase once reached (exit 0).\n"
+    "  --loss-log appends 'step loss' per step with every digit of the float (rank 0 writes it;\n"
+    "  under mpirun the loss is the mean of the ranks' losses).\n"
+    "  --plan trains nothing: it prints, for N ranks (default 1), the batch split, steps and\n"
+    "  samples, the learning rate at a few steps, the evaluation and checkpoint points, the memory\n"
+    "  per rank (the engine's own accounting, no model allocated, no data read) and, for a CUDA\n"
+    "  recipe, the cost model's predicted step time and time to train; then a JSON line per phase.\n"
+    "exit status:\n"
+    "  0    every phase completed (or reached its target), or --steps-this-run stopped it with a\n"
+    "       checkpoint written; also a --resume of a run that had already finished\n"
+    "  1    the run failed: a training, evaluation or distributed error, or a checkpoint (periodic\n"
+    "       or final) that could not be written or resumed\n"
+    "  2    bad command line or config (nothing trained)\n"
+    "  3    the run ended its steps without reaching train.target_mlm_accuracy (final checkpoint\n"
+    "       written; a scheduler may retry with another seed)\n"
+    "  128+N  stopped by signal N (SIGTERM, SIGINT), checkpoint written when checkpoint.dir is set\n";
 
 void log_to_stderr(bert_log_level level, const char* message, void*) {
   if (level >= BERT_LOG_INFO) std::fprintf(stderr, "[bertengine] %s\n", message);
@@ -522,44 +520,25 @@ Outcome PhaseRun::finish(Outcome outcome, long long step) {
 }
 
 bool parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto count = [&](long long& out) {
-      char* end = nullptr;
-      out = std::strtoll(argv[++i], &end, 10);
-      if (*end != '\0' || out < 0) {
-        std::fprintf(stderr, "error: %s expects a non-negative integer, got '%s'\n", a.c_str(), argv[i]);
-        return false;
-      }
-      return true;
-    };
-    if (a == "--steps" && i + 1 < argc) {
-      if (!count(o.steps_override)) return false;
-    } else if (a == "--steps-this-run" && i + 1 < argc) {
-      if (!count(o.steps_this_run)) return false;
-    } else if (a == "--output" && i + 1 < argc) {
-      o.output = argv[++i];
-    } else if (a == "--loss-log" && i + 1 < argc) {
-      o.loss_log_path = argv[++i];
-    } else if (a == "--resume") {
-      o.resume = true;
-    } else if (a == "--overwrite") {
-      o.overwrite = true;
-    } else if (a == "--discard-invalid") {
-      o.discard_invalid = true;
-    } else if (a == "--quiet") {
-      o.quiet = true;
-    } else if (a == "--plan") {
-      o.plan = true;
-    } else if (a == "--world" && i + 1 < argc) {
-      o.world = static_cast<int>(bert_tools::int_option(a, argv[++i], 1, 1 << 20));
-    } else if (!a.empty() && a[0] != '-') {
-      o.configs.push_back(a);
-    } else {
-      std::fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
-      return false;
-    }
-  }
+  using Args = bert_tools::CommandLine;
+  const Args args(
+      "bert-train", kUsage, argc, argv, 1,
+      {.with_value = {"--steps", "--steps-this-run", "--output", "--loss-log", "--world"},
+       .flags = {"--resume", "--overwrite", "--discard-invalid", "--quiet", "--plan"},
+       .min_positional = 1,
+       .max_positional = Args::kUnbounded,
+       .positional_name = "CONFIG.json files"});
+  o.configs = args.positional();
+  o.steps_override = args.integer("--steps", -1, 1, 1LL << 40);
+  o.steps_this_run = args.integer("--steps-this-run", -1, 0, 1LL << 40);
+  o.output = args.text("--output");
+  o.loss_log_path = args.text("--loss-log");
+  o.world = static_cast<int>(args.integer("--world", 0, 1, 1 << 20));
+  o.resume = args.flag("--resume");
+  o.overwrite = args.flag("--overwrite");
+  o.discard_invalid = args.flag("--discard-invalid");
+  o.quiet = args.flag("--quiet");
+  o.plan = args.flag("--plan");
   if (o.discard_invalid && !o.resume) {
     std::fprintf(stderr, "error: --discard-invalid applies to --resume: give both\n");
     return false;
@@ -572,7 +551,7 @@ bool parse_args(int argc, char** argv, Options& o) {
     std::fprintf(stderr, "error: --resume continues the run in checkpoint.dir, --overwrite starts a new one: give one of them\n");
     return false;
   }
-  return !o.configs.empty();
+  return true;
 }
 
 // The config text of phase `index`: --steps and --discard-invalid applied, and a later phase
@@ -628,12 +607,12 @@ bool check_fresh_dirs(const Options& o) {
 
 int main(int argc, char** argv) {
   if (bert_tools::asks_for_help(argc, argv)) {
-    usage(stdout);
+    std::fputs(kUsage, stdout);
     return 0;
   }
   Options o;
   if (!parse_args(argc, argv, o)) {
-    usage();
+    std::fputs(kUsage, stderr);
     return 2;
   }
   std::vector<std::string> outputs;

@@ -31,26 +31,21 @@ bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>&
 }
 
 bool predict_conll_tags(bert_session* s, const bert::ConllFeatures& f, const std::vector<std::string>& labels,
-                        int chunk, std::vector<std::vector<std::string>>& predicted, double* seconds) {
+                        int chunk, std::vector<std::vector<std::string>>& predicted, InferTiming* timing) {
   const size_t L = labels.size(), S = static_cast<size_t>(f.seq_length);
-  predicted.clear();
-  BatchStorage st;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int begin = 0; begin < f.count; begin += chunk) {
-    std::vector<int32_t> rows;
-    for (int r = begin; r < std::min(f.count, begin + chunk); ++r) rows.push_back(r);
-    const bert_batch b = conll_batch(f, rows, false, st);
-    std::vector<float> logits(rows.size() * S * L);
-    if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, logits.data(), logits.size()), "bert_infer")) return false;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      predicted.emplace_back();
-      for (int32_t pos : f.word_start[rows[i]]) {
-        const float* row = logits.data() + (i * S + pos) * L;
-        predicted.back().push_back(labels[std::max_element(row, row + L) - row]);
-      }
+  std::vector<float> logits;
+  const bool ok = infer_rows(
+      s, f.count, S * L, chunk,
+      [&f](const std::vector<int32_t>& rows, BatchStorage& st) { return conll_batch(f, rows, false, st); }, logits,
+      timing);
+  if (!ok) return false;
+  predicted.assign(static_cast<size_t>(f.count), {});
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    for (int32_t pos : f.word_start[i]) {
+      const float* row = logits.data() + (i * S + pos) * L;
+      predicted[i].push_back(labels[std::max_element(row, row + L) - row]);
     }
   }
-  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return true;
 }
 

@@ -18,6 +18,6 @@ bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>&
 // Per sentence, the tag (from `labels`) of each word whose first piece fits in the sequence, in
 // chunks of `chunk` sentences. Returns false (after printing the error) when a call fails.
 bool predict_conll_tags(bert_session* s, const bert::ConllFeatures& f, const std::vector<std::string>& labels,
-                        int chunk, std::vector<std::vector<std::string>>& predicted, double* seconds);
+                        int chunk, std::vector<std::vector<std::string>>& predicted, InferTiming* timing);
 
 }  // namespace bert_tools

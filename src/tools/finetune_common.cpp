@@ -1,7 +1,9 @@
 // Helpers of bert-finetune and bert-predict (see finetune_common.h).
 #include "finetune_common.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -64,20 +66,56 @@ bert_batch make_batch(const bert::GlueFeatures& f, const std::vector<int32_t>& r
   return b;
 }
 
-bool infer_logits(bert_session* s, const bert::GlueFeatures& f, int num_labels, int chunk, std::vector<float>& logits,
-                  double* seconds) {
-  logits.assign(static_cast<size_t>(f.count) * num_labels, 0.0f);
+Ranks session_ranks(const bert_session* s) {
+  Ranks r;
+  bert_session_rank(s, &r.rank, &r.world, nullptr);
+  return r;
+}
+
+std::string InferTiming::latency() const {
+  std::vector<double> sorted = call_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const auto percentile = [&sorted](double p) {  // nearest rank
+    return sorted.empty() ? 0.0 : 1e3 * sorted[static_cast<size_t>(std::ceil(p * sorted.size())) - 1];
+  };
+  char line[128];
+  std::snprintf(line, sizeof line, "latency of a call: p50 %.2f ms, p99 %.2f ms over %zu calls", percentile(0.5),
+                percentile(0.99), sorted.size());
+  return line;
+}
+
+bool infer_rows(bert_session* s, int count, size_t width, int chunk, const BatchOfRows& batch, std::vector<float>& out,
+                InferTiming* timing) {
+  const Ranks ranks = session_ranks(s);
+  out.assign(static_cast<size_t>(count) * width, 0.0f);
   BatchStorage st;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int begin = 0; begin < f.count; begin += chunk) {
+  bool ok = true;
+  for (int begin = chunk * ranks.rank; begin < count && ok; begin += chunk * ranks.world) {
     std::vector<int32_t> rows;
-    for (int r = begin; r < std::min(f.count, begin + chunk); ++r) rows.push_back(r);
-    const bert_batch b = make_batch(f, rows, false, false, st);
-    float* out = logits.data() + static_cast<size_t>(begin) * num_labels;
-    if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, out, rows.size() * num_labels), "bert_infer")) return false;
+    for (int r = begin; r < std::min(count, begin + chunk); ++r) rows.push_back(r);
+    const bert_batch b = batch(rows, st);
+    const auto call_start = std::chrono::steady_clock::now();
+    ok = !failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, out.data() + static_cast<size_t>(begin) * width,
+                            rows.size() * width),
+                 "bert_infer");
+    if (timing) timing->call_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start).count());
   }
-  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return true;
+  if (ranks.world > 1) {  // every rank joins, a failed one too, so that none waits for it
+    float failures = ok ? 0.0f : 1.0f;
+    if (failed(bert_allreduce_host(s, &failures, 1, BERT_REDUCE_MAX), "gathering the predictions")) return false;
+    if (failures > 0) return false;
+    if (failed(bert_allreduce_host(s, out.data(), out.size(), BERT_REDUCE_SUM), "gathering the predictions")) return false;
+  }
+  if (timing) timing->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok;
+}
+
+bool infer_logits(bert_session* s, const bert::GlueFeatures& f, int num_labels, int chunk, std::vector<float>& logits,
+                  InferTiming* timing) {
+  return infer_rows(s, f.count, static_cast<size_t>(num_labels), chunk,
+                    [&f](const std::vector<int32_t>& rows, BatchStorage& st) { return make_batch(f, rows, false, false, st); },
+                    logits, timing);
 }
 
 std::vector<std::pair<std::string, double>> glue_metrics(const bert::GlueTask& task, const GlueSet& set,

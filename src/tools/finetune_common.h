@@ -1,9 +1,10 @@
 // Shared by bert-finetune and bert-predict: where the weights come from (an engine checkpoint,
-// or a Hugging Face folder imported on the fly), GLUE files turned into engine batches, logits
-// from bert_infer in chunks, and the task's metrics printed.
+// or a Hugging Face folder imported on the fly), GLUE files turned into engine batches, outputs
+// of bert_infer in chunks dealt to the ranks and gathered, and the task's metrics printed.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,33 @@ struct BatchStorage {
 bert_batch make_batch(const bert::GlueFeatures& f, const std::vector<int32_t>& rows, bool regression, bool with_labels,
                       BatchStorage& storage);
 
-// Logits [count, num_labels] of every feature row, in chunks of `chunk` sequences. Returns false
-// (after printing the error) when a call fails.
+// This session's place in a distributed run (rank 0 of 1 without one).
+struct Ranks {
+  int rank = 0, world = 1;
+  bool leader() const { return rank == 0; }
+};
+Ranks session_ranks(const bert_session* s);
+
+// How long inference over a set took: in all (every rank's rows gathered), and each bert_infer
+// call of this rank (the latency a server sees for one batch).
+struct InferTiming {
+  double seconds = 0;
+  std::vector<double> call_seconds;
+  // "latency of a call: p50 12.10 ms, p99 15.00 ms over 7 calls"
+  std::string latency() const;
+};
+
+// The `width` outputs of bert_infer (BERT_OUTPUT_LOGITS) for every row in [0, count), in chunks of
+// `chunk` rows: chunk k runs on rank k % world, and every rank gets every row's outputs (a sum of
+// disjoint parts over the ranks, so exact). COLLECTIVE under a launcher. Returns false (after
+// printing the error) when a call fails; `timing` (may be null) gets the times taken.
+using BatchOfRows = std::function<bert_batch(const std::vector<int32_t>& rows, BatchStorage& storage)>;
+bool infer_rows(bert_session* s, int count, size_t width, int chunk, const BatchOfRows& batch, std::vector<float>& out,
+                InferTiming* timing);
+
+// Logits [count, num_labels] of every feature row (infer_rows).
 bool infer_logits(bert_session* s, const bert::GlueFeatures& f, int num_labels, int chunk, std::vector<float>& logits,
-                  double* seconds);
+                  InferTiming* timing);
 
 // The task metric of logits against a labelled set, as "name value" pairs.
 std::vector<std::pair<std::string, double>> glue_metrics(const bert::GlueTask& task, const GlueSet& set,

@@ -50,20 +50,10 @@ bert_batch squad_batch(const bert::SquadFeatures& f, const std::vector<int32_t>&
 }
 
 bool infer_squad_logits(bert_session* s, const bert::SquadFeatures& f, int chunk, std::vector<float>& logits,
-                        double* seconds) {
-  const size_t per_window = 2 * static_cast<size_t>(f.seq_length);
-  logits.assign(static_cast<size_t>(f.count) * per_window, 0.0f);
-  BatchStorage st;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int begin = 0; begin < f.count; begin += chunk) {
-    std::vector<int32_t> rows;
-    for (int r = begin; r < std::min(f.count, begin + chunk); ++r) rows.push_back(r);
-    const bert_batch b = squad_batch(f, rows, false, st);
-    float* out = logits.data() + static_cast<size_t>(begin) * per_window;
-    if (failed(bert_infer(s, &b, BERT_OUTPUT_LOGITS, out, rows.size() * per_window), "bert_infer")) return false;
-  }
-  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return true;
+                        InferTiming* timing) {
+  return infer_rows(s, f.count, 2 * static_cast<size_t>(f.seq_length), chunk,
+                    [&f](const std::vector<int32_t>& rows, BatchStorage& st) { return squad_batch(f, rows, false, st); },
+                    logits, timing);
 }
 
 SquadOutcome squad_outcome(const SquadSet& set, const std::vector<float>& logits, const bert::Tokenizer& tokenizer,

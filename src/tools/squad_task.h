@@ -32,7 +32,7 @@ bert_batch squad_batch(const bert::SquadFeatures& f, const std::vector<int32_t>&
 // Start/end logits [count, 2, seq_length] of every window, in chunks of `chunk` windows.
 // Returns false (after printing the error) when a call fails.
 bool infer_squad_logits(bert_session* s, const bert::SquadFeatures& f, int chunk, std::vector<float>& logits,
-                        double* seconds);
+                        InferTiming* timing);
 
 struct SquadOutcome {
   bert::SquadPredictions predictions;

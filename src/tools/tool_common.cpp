@@ -3,8 +3,6 @@
 
 #include <sys/resource.h>
 
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,39 +30,6 @@ bool failed(bert_status status, const char* what) {
   if (status == BERT_OK) return false;
   std::fprintf(stderr, "error: %s: %s: %s\n", what, bert_status_string(status), bert_last_error());
   return true;
-}
-
-namespace {
-
-[[noreturn]] void bad_option(const std::string& option, const std::string& expected, const std::string& text) {
-  std::fprintf(stderr, "error: %s expects %s, got '%s'\n", option.c_str(), expected.c_str(), text.c_str());
-  std::exit(2);
-}
-
-}  // namespace
-
-long long int_option(const std::string& option, const std::string& text, long long min, long long max) {
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  const std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < min || value > max) bad_option(option, expected, text);
-  return value;
-}
-
-double number_option(const std::string& option, const std::string& text, double min, double max) {
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < min || value > max) {
-    bad_option(option, "a finite number in [" + std::to_string(min) + ", " + std::to_string(max) + "]", text);
-  }
-  return value;
-}
-
-bool bool_option(const std::string& option, const std::string& text) {
-  if (text == "1" || text == "true") return true;
-  if (text == "0" || text == "false") return false;
-  bad_option(option, "1, 0, true or false", text);
 }
 
 int launcher_rank() {

@@ -12,12 +12,6 @@ namespace bert_tools {
 std::string read_file_or_exit(const std::string& path);
 // Prints "<what>: <status>: <bert_last_error()>" to stderr and returns true on failure.
 bool failed(bert_status status, const char* what);
-// An option's value, parsed strictly: the whole text a decimal integer (or number, or one of
-// 1/0/true/false) within [min, max]; otherwise "error: OPTION expects ..., got 'TEXT'" on stderr
-// and exit status 2 (no atoi: "abc" is not 0, "1e3" is not 1, "inf" is not a thread count).
-long long int_option(const std::string& option, const std::string& text, long long min, long long max);
-double number_option(const std::string& option, const std::string& text, double min, double max);
-bool bool_option(const std::string& option, const std::string& text);
 // Whether bert-train evaluates after optimizer step `step` (1-based): every `every` steps, or each
 // time another `every_samples` samples were seen at `global_batch` per step (MLPerf); never when
 // both are 0. (It also evaluates at the end of a phase.)

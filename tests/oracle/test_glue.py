@@ -6,6 +6,7 @@ predictions TSV whose accuracy equals the one recomputed here)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -150,15 +151,21 @@ def sst2_file(path, n, rng):
     return labels
 
 
-@pytest.mark.skipif(not os.path.exists(FINETUNE), reason="bert-finetune is not built")
-def test_finetune_and_predict_a_learnable_task(tmp_path):
-    rng = np.random.default_rng(4)
+def sst2_task(tmp_path, train, dev, seed):
+    """An SST-2 data dir of `train` and `dev` rows and its vocabulary; returns them and the dev labels."""
+    rng = np.random.default_rng(seed)
     data = tmp_path / "SST-2"
     data.mkdir()
-    sst2_file(data / "train.tsv", 256, rng)
-    dev_labels = sst2_file(data / "dev.tsv", 64, rng)
+    sst2_file(data / "train.tsv", train, rng)
+    dev_labels = sst2_file(data / "dev.tsv", dev, rng)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"] + WORDS) + "\n")
+    return data, vocab, dev_labels
+
+
+@pytest.mark.skipif(not os.path.exists(FINETUNE), reason="bert-finetune is not built")
+def test_finetune_and_predict_a_learnable_task(tmp_path):
+    data, vocab, dev_labels = sst2_task(tmp_path, 256, 64, 4)
     cfg = {"model": {"vocab_size": 23, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
                      "intermediate_size": 64, "max_position_embeddings": 64},
            "train": {"micro_batch": 8, "accumulation_steps": 2, "lr": 3e-3, "threads": 2, "log_every": 16},
@@ -197,3 +204,79 @@ def test_finetune_and_predict_a_learnable_task(tmp_path):
                           str(vocab), "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "p2.tsv")],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "not the 3-label sequence classifier task mnli needs" in bad.stderr
+
+
+def model_tensors(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        return {name: f["model"][name][()] for name in f["model"].keys()}
+
+
+@pytest.mark.skipif(not os.path.exists(FINETUNE), reason="bert-finetune is not built")
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun (Open MPI) is not installed")
+def test_two_ranks_fine_tune_as_one_rank_with_the_doubled_micro_batch(tmp_path):
+    """Under mpirun each step's rows are dealt to the ranks (micro-batch 4 each) and the gradients
+    averaged: the same run as one rank with micro-batch 8 (dropout off), up to fp32 rounding; the
+    dev set is dealt too, and rank 0 alone writes the checkpoints, the metrics log and (bert-predict
+    on 2 ranks) a predictions file identical to one rank's. --eval-only scores a checkpoint."""
+    data, vocab, _ = sst2_task(tmp_path, 96, 40, 7)
+
+    def config(name, micro):
+        cfg = {"model": {"vocab_size": 23, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                         "intermediate_size": 64, "max_position_embeddings": 64},
+               "train": {"micro_batch": micro, "lr": 3e-3, "threads": 1, "log_every": 4, "dropout": False,
+                         "eval_every": 6},
+               "data": {"max_seq_length": 24},
+               "log": {"metrics": str(tmp_path / f"{name}.dllog")},
+               "finetune": {"task": "SST-2", "data_dir": str(data), "vocab": str(vocab), "epochs": 2,
+                            "eval_batch": 8, "output_dir": str(tmp_path / name)}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        return str(path)
+
+    mpirun = [shutil.which("mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    one = run(FINETUNE, config("one", 8))
+    two = run(*mpirun, FINETUNE, config("two", 4))
+    assert "24 steps of 8 sequences (2 epochs of 12 steps)" in one, one
+    assert "24 steps of 8 sequences on 2 ranks (2 epochs of 12 steps)" in two, two
+    assert two.count("fine-tuning sst-2") == 1 and two.count("saved ") == 1, "rank 0 alone prints"
+    loss = lambda out: [float(v) for v in re.findall(r"  loss ([\d.]+)", out)]
+    assert len(loss(one)) == 6 and loss(two) == pytest.approx(loss(one), abs=2e-4)  # printed to 4 decimals
+    accuracy = lambda out: re.findall(r"eval dev.tsv \(40 examples\): accuracy ([\d.]+)", out)
+    assert len(accuracy(one)) == 4 and accuracy(two) == accuracy(one)  # steps 6, 12 (epoch 1), 18, 24 (epoch 2)
+    assert "epoch 1 step 6 eval" in one and "epoch 2 step 18 eval" in one and "epoch 1 eval" in one
+
+    a, b = model_tensors(tmp_path / "one" / "final.h5"), model_tensors(tmp_path / "two" / "final.h5")
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-4, atol=2e-5, err_msg=name)
+
+    # log.metrics: DLLogger records of the logged steps and the evaluations, written once.
+    records = [json.loads(line[5:]) for line in (tmp_path / "two.dllog").read_text().splitlines()]
+    logged = [r for r in records if r["type"] == "LOG"]
+    assert [r["step"] for r in logged if "loss" in r["data"]] == [[1, 4], [1, 8], [1, 12], [2, 16], [2, 20], [2, 24]]
+    evals = [r for r in logged if "eval_accuracy" in r["data"]]
+    assert [r["step"] for r in evals] == [[1, 6], [1, 12], [2, 18], [2, 24]]
+    assert [f"{r['data']['eval_accuracy']:.4f}" for r in evals] == accuracy(one)
+
+    # bert-predict on 2 ranks: the rows dealt, every prediction written once by rank 0.
+    def predict(out, *launcher):
+        return run(*launcher, PREDICT, "--model", str(tmp_path / "one" / "final.h5"), "--task", "sst-2", "--vocab",
+                   str(vocab), "--input", str(data / "dev.tsv"), "--output", str(out), "--max-seq-length", "24",
+                   "--batch", "8", "--threads", "1")
+    predict(tmp_path / "p1.tsv")
+    printed = predict(tmp_path / "p2.tsv", *mpirun)
+    assert printed.count("wrote ") == 1
+    assert (tmp_path / "p2.tsv").read_text() == (tmp_path / "p1.tsv").read_text()
+    assert len((tmp_path / "p1.tsv").read_text().splitlines()) == 41
+
+    # --eval-only: the dev metrics of train.init_checkpoint, no training, no checkpoint.
+    cfg = json.loads((tmp_path / "one.json").read_text())
+    cfg["train"]["init_checkpoint"] = str(tmp_path / "one" / "final.h5")
+    cfg["finetune"]["output_dir"] = str(tmp_path / "eval")
+    del cfg["log"]
+    (tmp_path / "eval.json").write_text(json.dumps(cfg))
+    for launcher in ([], mpirun):
+        out = run(*launcher, FINETUNE, str(tmp_path / "eval.json"), "--eval-only")
+        assert re.findall(r"^eval dev.tsv \(40 examples\): accuracy ([\d.]+)", out, re.M) == accuracy(one)[-1:], out
+        assert "fine-tuning" not in out and list((tmp_path / "eval").iterdir()) == []

@@ -64,3 +64,54 @@ def test_bert_predict_refuses_an_option_it_does_not_know():
     assert r.returncode == 2 and "error: --device needs a value" in r.stderr, r.stderr
     r = subprocess.run([tool("bert-predict"), "--help"], capture_output=True, text=True, timeout=60)
     assert "--device cpu|cuda|cuda:N" in r.stdout and "--precision fp32|bf16|fp16" in r.stdout, r.stdout
+
+
+# One parser for every tool (src/tools/command_line.cpp): each tool refuses, before it reads a
+# file, an unknown option, an option without its value, a value given to a flag, the wrong number
+# of arguments, and a value out of its type or range (an option given again: the last value);
+# status 2 and a message naming the option and the text.
+PREDICT = ["--model", "m.h5", "--task", "sst-2", "--vocab", "v.txt", "--input", "dev.tsv", "--output", "o.tsv"]
+REFUSALS = [
+    ("bert-prep", ["shards", "--vocab", "v", "--output", "o", "in", "--gzip", "12"],
+     "error: --gzip expects an integer in [0, 9], got '12'"),
+    ("bert-prep", ["shards", "--vocab", "v", "--output", "o", "in", "--dupe-factor", "99999999999"],
+     "error: --dupe-factor expects an integer in [1, 65536], got '99999999999'"),  # was cast to int
+    ("bert-prep", ["shards", "--vocab", "v", "--output", "o", "in", "--masked-lm-prob", "nan"],
+     "error: --masked-lm-prob expects a finite number in [0, 1], got 'nan'"),
+    ("bert-prep", ["shards", "--vocab", "v", "--output", "o", "in", "--sentences", "nltk"],
+     "error: --sentences expects line or split, got 'nltk'"),
+    ("bert-prep", ["shards", "--vocab", "v", "--output", "o"], "error: bert-prep shards takes at least 1 inputs, got 0"),
+    ("bert-prep", ["tokenize", "--vocab", "v", "--ids=1"], "error: --ids takes no value, got '--ids=1'"),
+    ("bert-prep", ["bins", "--output", "o", "s.h5", "--input-format", "hdf5"],
+     "error: --input-format expects auto, dle, mlperf or mlperf_packed, got 'hdf5'"),
+    ("bert-prep", ["inspect", "--vocab", "v", "s.h5", "--samples", "-1"],
+     "error: --samples expects an integer in [0, 1048576], got '-1'"),
+    ("bert-prep", ["vocab", "--output", "v", "in", "--size", "30522", "--size", "100"],  # the last one counts
+     "error: --size expects an integer in [128, 16777216], got '100'"),
+    ("bert-ckpt", ["inspect", "a.h5", "b.h5"], "error: bert-ckpt inspect takes 1 FILE, got 2"),  # b.h5 was ignored
+    ("bert-ckpt", ["export-hf", "a.h5", "dir", "--tensors"], "error: unknown option '--tensors' for bert-ckpt export-hf"),
+    ("bert-ckpt", ["import", "src", "out.h5", "--config"], "error: --config needs a value"),
+    ("bert-ckpt", ["convert", "a.h5"], "error: unknown command 'convert'"),
+    ("bert-train", ["c.json", "--steps", "0"], "error: --steps expects an integer in [1, "),  # was: the config's steps
+    ("bert-train", ["c.json", "--steps", "1e3"], "error: --steps expects an integer in [1, "),
+    ("bert-train", ["c.json", "--resume=yes"], "error: --resume takes no value, got '--resume=yes'"),
+    ("bert-train", ["--quiet"], "error: bert-train takes at least 1 CONFIG.json files, got 0"),
+    ("bert-finetune", ["c.json", "--epochs", "3"], "error: unknown option '--epochs' for bert-finetune"),
+    ("bert-finetune", ["a.json", "b.json"], "error: bert-finetune takes 1 CONFIG.json, got 2"),
+    ("bert-predict", PREDICT + ["--batch", "0"], "error: --batch expects an integer in [1, "),
+    ("bert-predict", PREDICT + ["--lower-case", "yes"], "error: --lower-case expects 1, 0, true or false, got 'yes'"),
+    ("bert-predict", PREDICT + ["--null-score-diff-threshold", "inf"],
+     "error: --null-score-diff-threshold expects a finite number"),
+    ("bert-predict", PREDICT[:8], "error: bert-predict needs --output"),
+    ("bert-squad-eval", ["dev.json"], "error: bert-squad-eval takes 2 files (DATASET.json PREDICTIONS.json), got 1"),
+    ("bert-bench", ["--recompute", "some"], "error: --recompute expects none, gelu, attention or all, got 'some'"),
+    ("bert-bench", ["--steps", "1", "--steps", "x"], "error: --steps expects an integer in [0, 1073741824], got 'x'"),
+]
+
+
+@pytest.mark.parametrize("name,args,message", REFUSALS, ids=[f"{r[0]}-{i}" for i, r in enumerate(REFUSALS)])
+def test_every_tool_refuses_a_call_it_cannot_parse(name, args, message, tmp_path):
+    r = subprocess.run([tool(name)] + args, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert message in r.stderr, r.stderr
+    assert os.listdir(tmp_path) == [], "nothing is written before the command line is accepted"
