@@ -54,12 +54,13 @@ if ((tests)) && [ -x /usr/local/cuda/bin/nvcc ] && ! /usr/bin/python3 -m pip sho
 fi
 
 # The Hugging Face oracle (tests/oracle, tests/large: exported folders load into transformers,
-# SQuAD post-processing equals its own): transformers < 4.41, the last to run on Debian's torch
-# 1.13, into Debian's Python. A failure here only warns; those tests then skip.
-if ((tests)) && ! /usr/bin/python3 -c "import transformers" >/dev/null 2>&1; then
+# SQuAD post-processing equals its own, fine-tuning tracks its Trainer): transformers < 4.41, the
+# last to run on Debian's torch 1.13, and accelerate < 0.30 (the Trainer needs it), into Debian's
+# Python. A failure here only warns; those tests then skip.
+if ((tests)) && ! /usr/bin/python3 -c "import transformers, accelerate" >/dev/null 2>&1; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages 'transformers<4.41' ||
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages 'transformers<4.41' 'accelerate<0.30' ||
     echo "warning: transformers did not install; the Hugging Face oracle tests will skip" >&2
 fi
 
