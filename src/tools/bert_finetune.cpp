@@ -44,7 +44,7 @@ using bert_tools::failed;
 using nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: bert-finetune CONFIG.json [--eval-only]\n"
+    "usage: bert-finetune CONFIG.json [--eval-only | --predict-only]\n"
     "  the session config plus {\"finetune\": {\"task\": NAME, \"data_dir\": DIR, \"vocab\": FILE,\n"
     "  \"epochs\": N, \"output_dir\": DIR, \"lower_case\": BOOL, \"eval_batch\": N}} (README.md);\n"
     "  task \"squad\": \"train_file\", \"dev_file\" (SQuAD JSON) instead of data_dir, and optionally\n"
@@ -57,8 +57,11 @@ constexpr const char* kUsage =
     "  the dev set is evaluated after each epoch and every train.eval_every steps (or\n"
     "  train.eval_every_samples samples); log.metrics: a DLLogger file of the logged steps and\n"
     "  evaluations (step [epoch, step])\n"
-    "  --eval-only: no training; the dev set's metrics of train.init_checkpoint (SQuAD: its\n"
-    "  predictions written to output_dir)\n"
+    "  each evaluation writes the dev set's predictions to output_dir (predictions.tsv for GLUE,\n"
+    "  predictions.txt for CoNLL, predictions.json and nbest_predictions.json for SQuAD)\n"
+    "  --eval-only: no training; the dev set's metrics and predictions of train.init_checkpoint\n"
+    "  --predict-only: no training, no scoring; the predictions of finetune.predict_file (a file\n"
+    "  that may have no labels or answers, e.g. GLUE's test.tsv; default: the dev file)\n"
     "  under mpirun/torchrun/Slurm each step's rows (micro_batch x accumulation_steps per rank) are\n"
     "  dealt to the ranks and the gradients averaged; the dev set is dealt too and rank 0 writes\n";
 
@@ -85,39 +88,55 @@ struct TaskData {
   json task_section;    // the session config's "task"
   std::string summary;  // "sst-2: 100 train / 20 dev examples (dev.tsv)"
   std::function<bert_batch(const std::vector<int32_t>& rows, bert_tools::BatchStorage& storage)> train_batch;
-  // The dev set's evaluation (COLLECTIVE: the rows are dealt to the ranks); with `write` (rank 0)
-  // its predictions are written where the task writes them. Returns false after printing the
-  // error of a failed call.
+  // The evaluation set's predictions (COLLECTIVE: the rows are dealt to the ranks), scored when
+  // the set is the dev set, and written to output_dir with `write` (rank 0). Returns false after
+  // printing the error of a failed call.
   std::function<bool(bert_session* s, int chunk, bool write, Evaluation& e)> evaluate;
 };
 
-TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
+// Which file the evaluations read: the dev file, scored; or (--predict-only) a file that may have
+// no labels (finetune.predict_file, else the dev file), predicted but not scored.
+struct EvalSet {
+  std::string path;
+  bool score = true;
+  std::string name() const { return std::filesystem::path(path).filename().string(); }
+};
+
+TaskData glue_data(const bert::GlueTask& task, const std::string& dir, const EvalSet& eval,
+                   const bert::Tokenizer& tokenizer, int max_seq, const std::string& out_dir) {
   auto train = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, dir + "/train.tsv", tokenizer, max_seq));
-  auto dev = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, dir + "/" + task.dev_file, tokenizer, max_seq));
+  auto dev = std::make_shared<bert_tools::GlueSet>(bert_tools::load_glue_set(task, eval.path, tokenizer, max_seq));
   TaskData d;
   d.train_count = train->features.count;
   d.dev_count = dev->features.count;
   d.task_section = {{"type", "sequence_classification"}, {"num_labels", task.num_labels()}};
   if (!task.regression()) d.task_section["id2label"] = task.labels;
   d.summary = task.name + ": " + std::to_string(train->features.count) + " train / " +
-              std::to_string(dev->features.count) + " dev examples (" + task.dev_file + ")";
+              std::to_string(dev->features.count) + " dev examples (" + eval.name() + ")";
   d.train_batch = [train, task](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
     return bert_tools::make_batch(train->features, rows, task.regression(), true, st);
   };
-  d.evaluate = [dev, task](bert_session* s, int chunk, bool, Evaluation& e) {
+  d.evaluate = [dev, task, eval, out_dir](bert_session* s, int chunk, bool write, Evaluation& e) {
     std::vector<float> logits;
     if (!bert_tools::infer_logits(s, dev->features, task.num_labels(), chunk, logits, &e.timing)) return false;
-    const auto metrics = bert_tools::glue_metrics(task, *dev, logits);
-    for (const auto& [name, value] : metrics) e.values[name] = value;
-    e.text = task.dev_file + " (" + std::to_string(dev->features.count) + " examples): " + bert_tools::format_metrics(metrics);
+    if (write) bert_tools::write_glue_predictions(task, *dev, logits, out_dir + "/predictions.tsv");
+    e.text = eval.name() + " (" + std::to_string(dev->features.count) + " examples): ";
+    if (eval.score) {
+      const auto metrics = bert_tools::glue_metrics(task, *dev, logits);
+      for (const auto& [name, value] : metrics) e.values[name] = value;
+      e.text += bert_tools::format_metrics(metrics);
+    } else {
+      e.text += "predictions in " + out_dir + "/predictions.tsv";
+    }
     return true;
   };
   return d;
 }
 
-TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, int max_seq) {
+TaskData conll_data(const std::string& dir, const EvalSet& eval, const bert::Tokenizer& tokenizer, int max_seq,
+                    const std::string& out_dir) {
   const std::vector<bert::ConllSentence> train_s = bert::read_conll(dir + "/train.txt");
-  auto dev_s = std::make_shared<std::vector<bert::ConllSentence>>(bert::read_conll(dir + "/dev.txt"));
+  auto dev_s = std::make_shared<std::vector<bert::ConllSentence>>(bert::read_conll(eval.path));
   std::vector<bert::ConllSentence> all = train_s;
   all.insert(all.end(), dev_s->begin(), dev_s->end());
   const std::vector<std::string> labels = bert::conll_labels(all);
@@ -128,22 +147,27 @@ TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, in
   d.dev_count = dev->count;
   d.task_section = {{"type", "token_classification"}, {"num_labels", labels.size()}, {"id2label", labels}};
   d.summary = "conll: " + std::to_string(train->count) + " train / " + std::to_string(dev->count) +
-              " dev sentences (dev.txt), " + std::to_string(labels.size()) + " tags";
+              " dev sentences (" + eval.name() + "), " + std::to_string(labels.size()) + " tags";
   d.train_batch = [train](const std::vector<int32_t>& rows, bert_tools::BatchStorage& st) {
     return bert_tools::conll_batch(*train, rows, true, st);
   };
-  d.evaluate = [dev, dev_s, labels](bert_session* s, int chunk, bool, Evaluation& ev) {
+  d.evaluate = [dev, dev_s, labels, eval, out_dir](bert_session* s, int chunk, bool write, Evaluation& ev) {
     std::vector<std::vector<std::string>> gold, predicted;
     if (!bert_tools::predict_conll_tags(s, *dev, labels, chunk, predicted, &ev.timing)) return false;
-    for (size_t i = 0; i < predicted.size(); ++i) {
+    for (size_t i = 0; i < predicted.size(); ++i) {  // scored on the words that fit, as in training
       const std::vector<std::string>& tags = (*dev_s)[i].tags;
       gold.emplace_back(tags.begin(), tags.begin() + predicted[i].size());
     }
     const bert::EntityScores e = bert::entity_scores(gold, predicted);
-    const std::vector<std::pair<std::string, double>> metrics = {{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}};
-    for (const auto& [name, value] : metrics) ev.values[name] = value;
-    ev.text = "dev.txt (" + std::to_string(dev->count) + " sentences, " + std::to_string(e.gold) +
-              " entities): " + bert_tools::format_metrics(metrics);
+    if (write) bert_tools::write_conll_predictions(*dev_s, predicted, out_dir + "/predictions.txt");
+    ev.text = eval.name() + " (" + std::to_string(dev->count) + " sentences";
+    if (eval.score) {
+      const std::vector<std::pair<std::string, double>> metrics = {{"f1", e.f1}, {"precision", e.precision}, {"recall", e.recall}};
+      for (const auto& [name, value] : metrics) ev.values[name] = value;
+      ev.text += ", " + std::to_string(e.gold) + " entities): " + bert_tools::format_metrics(metrics);
+    } else {
+      ev.text += "): predictions in " + out_dir + "/predictions.txt";
+    }
     return true;
   };
   return d;
@@ -151,10 +175,10 @@ TaskData conll_data(const std::string& dir, const bert::Tokenizer& tokenizer, in
 
 // SQuAD: training windows with answer positions; the dev file's predictions (written to
 // out_dir) scored with the official EM/F1.
-TaskData squad_data(const json& ft, const bert::Tokenizer& tokenizer, int max_seq, const std::string& out_dir) {
-  const std::string train_file = get<std::string>(ft, "train_file", ""), dev_file = get<std::string>(ft, "dev_file", "");
-  BERT_CHECK(!train_file.empty() && !dev_file.empty(), bert::Code::config,
-             "task squad needs config keys 'finetune.train_file' and 'finetune.dev_file' (SQuAD JSON files)");
+TaskData squad_data(const json& ft, const EvalSet& eval, const bert::Tokenizer& tokenizer, int max_seq,
+                    const std::string& out_dir) {
+  const std::string train_file = get<std::string>(ft, "train_file", "");
+  BERT_CHECK(!train_file.empty(), bert::Code::config, "task squad needs config key 'finetune.train_file' (SQuAD JSON)");
   bert::SquadFeatureOptions fo;
   fo.max_seq_length = max_seq;
   fo.doc_stride = get<int>(ft, "doc_stride", 128);
@@ -164,7 +188,7 @@ TaskData squad_data(const json& ft, const bert::Tokenizer& tokenizer, int max_se
   po.max_answer_length = get<int>(ft, "max_answer_length", 30);
   po.null_score_diff_threshold = get<double>(ft, "null_score_diff_threshold", 0.0);
   auto train = std::make_shared<bert_tools::SquadSet>(bert_tools::load_squad_set(train_file, tokenizer, fo, true));
-  auto dev = std::make_shared<bert_tools::SquadSet>(bert_tools::load_squad_set(dev_file, tokenizer, fo, false));
+  auto dev = std::make_shared<bert_tools::SquadSet>(bert_tools::load_squad_set(eval.path, tokenizer, fo, false));
   BERT_CHECK(train->features.count > 0, bert::Code::data, "SQuAD file '", train_file, "' gives no training windows");
   po.v2 = dev->file.v2;
   TaskData d;
@@ -179,15 +203,17 @@ TaskData squad_data(const json& ft, const bert::Tokenizer& tokenizer, int max_se
     return bert_tools::squad_batch(train->features, rows, true, st);
   };
   const bert::Tokenizer* tok = &tokenizer;
-  d.evaluate = [dev, dev_file, po, out_dir, tok](bert_session* s, int chunk, bool write, Evaluation& e) {
+  d.evaluate = [dev, eval, po, out_dir, tok](bert_session* s, int chunk, bool write, Evaluation& e) {
     std::vector<float> logits;
     if (!bert_tools::infer_squad_logits(s, dev->features, chunk, logits, &e.timing)) return false;
     const bert_tools::SquadOutcome o = bert_tools::squad_outcome(*dev, logits, *tok, po);
     if (write) bert::write_squad_predictions(o.predictions, po.v2, out_dir);
-    if (!o.metrics.is_null()) e.values = o.metrics;
-    e.text = dev_file + " (" + std::to_string(dev->file.examples.size()) + " questions): " +
-              (o.metrics.is_null() ? "no answers to score" : bert_tools::format_squad_metrics(o.metrics)) +
-              ", predictions in " + out_dir + "/predictions.json";
+    e.text = eval.path + " (" + std::to_string(dev->file.examples.size()) + " questions): ";
+    if (eval.score) {
+      if (!o.metrics.is_null()) e.values = o.metrics;
+      e.text += (o.metrics.is_null() ? "no answers to score" : bert_tools::format_squad_metrics(o.metrics)) + ", ";
+    }
+    e.text += "predictions in " + out_dir + "/predictions.json";
     return true;
   };
   return d;
@@ -315,7 +341,11 @@ int train_epochs(Run& run, const json& train, int epochs, int64_t total, const s
   return 0;
 }
 
-int run(const std::string& config_path, bool eval_only) {
+// What bert-finetune does: train (evaluating as it goes), or only evaluate or predict with
+// train.init_checkpoint (DLE's run_squad.py --do_eval / --do_predict without --do_train).
+enum class Mode { train, eval_only, predict_only };
+
+int run(const std::string& config_path, Mode mode) {
   json cfg;
   try {
     cfg = json::parse(bert_tools::read_file_or_exit(config_path));
@@ -330,7 +360,7 @@ int run(const std::string& config_path, bool eval_only) {
     static const std::vector<std::string> known = {"task", "data_dir", "vocab", "epochs", "output_dir", "lower_case",
                                                    "eval_batch", "train_file", "dev_file", "doc_stride",
                                                    "max_query_length", "n_best", "max_answer_length",
-                                                   "null_score_diff_threshold"};
+                                                   "null_score_diff_threshold", "predict_file"};
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       bert::fail(bert::Code::config, "unknown config key 'finetune.", key, "'");
     }
@@ -364,9 +394,14 @@ int run(const std::string& config_path, bool eval_only) {
   bert::TokenizerOptions topt;
   topt.lower_case = get<bool>(ft, "lower_case", !vocab.has_upper_case());
   const bert::Tokenizer tokenizer(vocab, topt);
-  const TaskData data = squad   ? squad_data(ft, tokenizer, max_seq, out_dir)
-                        : conll ? conll_data(data_dir, tokenizer, max_seq)
-                                : glue_data(task, data_dir, tokenizer, max_seq);
+  EvalSet eval{squad ? get<std::string>(ft, "dev_file", "") : data_dir + "/" + (conll ? "dev.txt" : task.dev_file)};
+  if (mode == Mode::predict_only) {
+    eval = {get<std::string>(ft, "predict_file", eval.path), false};
+  }
+  BERT_CHECK(!eval.path.empty(), bert::Code::config, "task squad needs config key 'finetune.dev_file' (SQuAD JSON)");
+  const TaskData data = squad   ? squad_data(ft, eval, tokenizer, max_seq, out_dir)
+                        : conll ? conll_data(data_dir, eval, tokenizer, max_seq, out_dir)
+                                : glue_data(task, data_dir, eval, tokenizer, max_seq, out_dir);
 
   const int micro = train.value("micro_batch", 32);
   const int accumulation = train.value("accumulation_steps", 1);
@@ -403,7 +438,7 @@ int run(const std::string& config_path, bool eval_only) {
     bert_session_destroy(s);
     return 1;
   }
-  const int status = eval_only ? (run.evaluate(0, 0, false) ? 0 : 1) : train_epochs(run, train, epochs, total, out_dir);
+  const int status = mode != Mode::train ? (run.evaluate(0, 0, false) ? 0 : 1) : train_epochs(run, train, epochs, total, out_dir);
   bert_session_destroy(s);
   return status;
 }
@@ -417,9 +452,15 @@ int main(int argc, char** argv) {
   }
   const bert_tools::CommandLine args(
       "bert-finetune", kUsage, argc, argv, 1,
-      {.flags = {"--eval-only"}, .min_positional = 1, .max_positional = 1, .positional_name = "CONFIG.json"});
+      {.flags = {"--eval-only", "--predict-only"}, .min_positional = 1, .max_positional = 1,
+       .positional_name = "CONFIG.json"});
+  if (args.flag("--eval-only") && args.flag("--predict-only")) {
+    std::fprintf(stderr, "error: --eval-only and --predict-only exclude each other\n%s", kUsage);
+    return 2;
+  }
+  const Mode mode = args.flag("--eval-only") ? Mode::eval_only : args.flag("--predict-only") ? Mode::predict_only : Mode::train;
   try {
-    return bert_tools::finish(run(args.positional()[0], args.flag("--eval-only")));
+    return bert_tools::finish(run(args.positional()[0], mode));
   } catch (const std::exception& e) {  // bert::Error included
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

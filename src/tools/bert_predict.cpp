@@ -12,10 +12,8 @@
 //                [--max-seq-length 128 (squad: 384)] [--batch 64] [--threads N] [--lower-case 0|1]
 //                [--doc-stride 128] [--max-query-length 64] [--n-best 20] [--max-answer-length 30]
 //                [--null-score-diff-threshold 0.0]
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -104,10 +102,6 @@ bert_session* open_session(const Options& o, const bert_tools::InitWeights& init
   return s;
 }
 
-void write_or_fail(std::ofstream& out, const std::string& path) {
-  out.close();
-  BERT_CHECK(out, bert::Code::io, "cannot write '", path, "'");
-}
 
 int run_glue(const Options& o, const bert_tools::InitWeights& init, const bert::Tokenizer& tokenizer) {
   const bert::GlueTask task = bert::glue_task(o.task);
@@ -126,20 +120,7 @@ int run_glue(const Options& o, const bert_tools::InitWeights& init, const bert::
   if (!ok) return 1;
   if (!leader) return 0;  // every rank has every prediction: rank 0 writes them
 
-  std::ofstream out(o.output);
-  out << "index\tprediction\n";
-  const int L = task.num_labels();
-  for (size_t i = 0; i < set.examples.size(); ++i) {
-    const float* row = logits.data() + i * L;
-    out << set.examples[i].id << '\t';
-    if (task.regression()) {
-      out << row[0];
-    } else {
-      out << task.labels[std::max_element(row, row + L) - row];
-    }
-    out << '\n';
-  }
-  write_or_fail(out, o.output);
+  bert_tools::write_glue_predictions(task, set, logits, o.output);
   std::printf("%s: %d examples, %.1f sequences/s (seq %d, batch %d); %s\n", o.input.c_str(), set.features.count,
               set.features.count / timing.seconds, max_seq, batch, timing.latency().c_str());
   if (set.labelled) {
@@ -204,18 +185,9 @@ int run_conll(const Options& o, const bert_tools::InitWeights& init, const bert:
   bert_session_destroy(s);
   if (!ok) return 1;
   if (!leader) return 0;
-  std::ofstream out(o.output);
-  int64_t cut = 0;
+  const int64_t cut = bert_tools::write_conll_predictions(sentences, predicted, o.output);
   std::vector<std::vector<std::string>> gold;
-  for (size_t i = 0; i < sentences.size(); ++i) {
-    const bert::ConllSentence& sentence = sentences[i];
-    cut += static_cast<int64_t>(sentence.words.size() - predicted[i].size());
-    gold.push_back(sentence.tags);
-    predicted[i].resize(sentence.words.size(), "O");  // words past the sequence length
-    for (size_t w = 0; w < sentence.words.size(); ++w) out << sentence.words[w] << ' ' << predicted[i][w] << '\n';
-    out << '\n';
-  }
-  write_or_fail(out, o.output);
+  for (const bert::ConllSentence& sentence : sentences) gold.push_back(sentence.tags);
   std::printf("%s: %d sentences, %.1f sequences/s (seq %d, batch %d); %s\n", o.input.c_str(), f.count,
               f.count / timing.seconds, max_seq, o.batch, timing.latency().c_str());
   if (cut) std::printf("%lld words past %d pieces were tagged O\n", static_cast<long long>(cut), max_seq - 2);

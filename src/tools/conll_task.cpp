@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
+#include "core/error.h"
 #include "tool_common.h"
 
 namespace bert_tools {
@@ -28,6 +30,22 @@ bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>&
   b.input_mask = st.mask.data();
   if (with_labels) b.labels = st.labels.data();
   return b;
+}
+
+int64_t write_conll_predictions(const std::vector<bert::ConllSentence>& sentences,
+                                std::vector<std::vector<std::string>>& predicted, const std::string& path) {
+  std::ofstream out(path);
+  int64_t cut = 0;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    const bert::ConllSentence& sentence = sentences[i];
+    cut += static_cast<int64_t>(sentence.words.size() - predicted[i].size());
+    predicted[i].resize(sentence.words.size(), "O");
+    for (size_t w = 0; w < sentence.words.size(); ++w) out << sentence.words[w] << ' ' << predicted[i][w] << '\n';
+    out << '\n';
+  }
+  out.close();
+  BERT_CHECK(out, bert::Code::io, "cannot write '", path, "'");
+  return cut;
 }
 
 bool predict_conll_tags(bert_session* s, const bert::ConllFeatures& f, const std::vector<std::string>& labels,

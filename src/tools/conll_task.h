@@ -15,6 +15,12 @@ namespace bert_tools {
 bert_batch conll_batch(const bert::ConllFeatures& f, const std::vector<int32_t>& rows, bool with_labels,
                        BatchStorage& storage);
 
+// Writes the sentences as a CoNLL file, "word tag" lines and a blank line after each sentence,
+// with the predicted tags; a word past the sequence length is tagged O (`predicted` is extended
+// to every word). Returns how many words were past it. Throws bert::Error when it cannot write.
+int64_t write_conll_predictions(const std::vector<bert::ConllSentence>& sentences,
+                                std::vector<std::vector<std::string>>& predicted, const std::string& path);
+
 // Per sentence, the tag (from `labels`) of each word whose first piece fits in the sequence, in
 // chunks of `chunk` sentences. Returns false (after printing the error) when a call fails.
 bool predict_conll_tags(bert_session* s, const bert::ConllFeatures& f, const std::vector<std::string>& labels,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "ckpt/checkpoint.h"
@@ -116,6 +117,22 @@ bool infer_logits(bert_session* s, const bert::GlueFeatures& f, int num_labels, 
   return infer_rows(s, f.count, static_cast<size_t>(num_labels), chunk,
                     [&f](const std::vector<int32_t>& rows, BatchStorage& st) { return make_batch(f, rows, false, false, st); },
                     logits, timing);
+}
+
+void write_glue_predictions(const bert::GlueTask& task, const GlueSet& set, const std::vector<float>& logits,
+                            const std::string& path) {
+  std::ofstream out(path);
+  out << "index\tprediction\n";
+  const int L = task.num_labels();
+  for (size_t i = 0; i < set.examples.size(); ++i) {
+    const float* row = logits.data() + i * L;
+    out << set.examples[i].id << '\t';
+    if (task.regression()) out << row[0];
+    else out << task.labels[std::max_element(row, row + L) - row];
+    out << '\n';
+  }
+  out.close();
+  BERT_CHECK(out, bert::Code::io, "cannot write '", path, "'");
 }
 
 std::vector<std::pair<std::string, double>> glue_metrics(const bert::GlueTask& task, const GlueSet& set,

@@ -72,6 +72,11 @@ bool infer_rows(bert_session* s, int count, size_t width, int chunk, const Batch
 bool infer_logits(bert_session* s, const bert::GlueFeatures& f, int num_labels, int chunk, std::vector<float>& logits,
                   InferTiming* timing);
 
+// Writes "index<TAB>prediction" lines for every example (its label, or a regression task's value),
+// after an "index<TAB>prediction" header. Throws bert::Error when the file cannot be written.
+void write_glue_predictions(const bert::GlueTask& task, const GlueSet& set, const std::vector<float>& logits,
+                            const std::string& path);
+
 // The task metric of logits against a labelled set, as "name value" pairs.
 std::vector<std::pair<std::string, double>> glue_metrics(const bert::GlueTask& task, const GlueSet& set,
                                                          const std::vector<float>& logits);

@@ -189,7 +189,7 @@ def test_finetune_and_predict_a_learnable_task(tmp_path):
     (tmp_path / "short.json").write_text(json.dumps(cfg))
     short = run(FINETUNE, str(tmp_path / "short.json"))
     assert "5 steps of 16 sequences (6 epochs of 16 steps, cut at train.steps)" in short and "step 5/5" in short, short
-    assert sorted(p.name for p in (tmp_path / "short").iterdir()) == ["epoch_1.h5", "final.h5"]
+    assert sorted(p.name for p in (tmp_path / "short").iterdir()) == ["epoch_1.h5", "final.h5", "predictions.tsv"]
 
     pred = run(PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "sst-2", "--vocab", str(vocab),
                "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "pred.tsv"), "--max-seq-length", "24",
@@ -199,6 +199,8 @@ def test_finetune_and_predict_a_learnable_task(tmp_path):
     accuracy = np.mean([int(r[1]) == label for r, label in zip(rows, dev_labels)])
     assert f"sst-2: accuracy {accuracy:.4f}" in pred
     assert accuracy == pytest.approx(accs[-1], abs=1e-4)
+    # bert-finetune's last evaluation wrote the same predictions (one writer, the same batches)
+    assert (tmp_path / "out" / "predictions.tsv").read_text() == (tmp_path / "pred.tsv").read_text()
 
     bad = subprocess.run([PREDICT, "--model", str(tmp_path / "out" / "final.h5"), "--task", "mnli", "--vocab",
                           str(vocab), "--input", str(data / "dev.tsv"), "--output", str(tmp_path / "p2.tsv")],
@@ -218,7 +220,8 @@ def test_two_ranks_fine_tune_as_one_rank_with_the_doubled_micro_batch(tmp_path):
     """Under mpirun each step's rows are dealt to the ranks (micro-batch 4 each) and the gradients
     averaged: the same run as one rank with micro-batch 8 (dropout off), up to fp32 rounding; the
     dev set is dealt too, and rank 0 alone writes the checkpoints, the metrics log and (bert-predict
-    on 2 ranks) a predictions file identical to one rank's. --eval-only scores a checkpoint."""
+    on 2 ranks) a predictions file identical to one rank's. --eval-only scores a checkpoint and
+    --predict-only predicts a file without labels."""
     data, vocab, _ = sst2_task(tmp_path, 96, 40, 7)
 
     def config(name, micro):
@@ -270,7 +273,9 @@ def test_two_ranks_fine_tune_as_one_rank_with_the_doubled_micro_batch(tmp_path):
     assert (tmp_path / "p2.tsv").read_text() == (tmp_path / "p1.tsv").read_text()
     assert len((tmp_path / "p1.tsv").read_text().splitlines()) == 41
 
-    # --eval-only: the dev metrics of train.init_checkpoint, no training, no checkpoint.
+    # --eval-only (DLE's --do_eval): the dev metrics of train.init_checkpoint and its predictions,
+    # no training, no checkpoint; --predict-only (--do_predict): the predictions of a file without
+    # labels (GLUE's test.tsv: index and sentence), not scored.
     cfg = json.loads((tmp_path / "one.json").read_text())
     cfg["train"]["init_checkpoint"] = str(tmp_path / "one" / "final.h5")
     cfg["finetune"]["output_dir"] = str(tmp_path / "eval")
@@ -279,4 +284,18 @@ def test_two_ranks_fine_tune_as_one_rank_with_the_doubled_micro_batch(tmp_path):
     for launcher in ([], mpirun):
         out = run(*launcher, FINETUNE, str(tmp_path / "eval.json"), "--eval-only")
         assert re.findall(r"^eval dev.tsv \(40 examples\): accuracy ([\d.]+)", out, re.M) == accuracy(one)[-1:], out
-        assert "fine-tuning" not in out and list((tmp_path / "eval").iterdir()) == []
+        assert "fine-tuning" not in out and os.listdir(tmp_path / "eval") == ["predictions.tsv"]
+        assert (tmp_path / "eval" / "predictions.tsv").read_text() == (tmp_path / "p1.tsv").read_text()
+    test_rows = [line.split("\t")[0] for line in (data / "dev.tsv").read_text().splitlines()[1:]]
+    (tmp_path / "test.tsv").write_text("index\tsentence\n" + "".join(f"{100 + i}\t{s}\n" for i, s in enumerate(test_rows)))
+    cfg["finetune"]["predict_file"] = str(tmp_path / "test.tsv")
+    cfg["finetune"]["output_dir"] = str(tmp_path / "predict")
+    (tmp_path / "predict.json").write_text(json.dumps(cfg))
+    out = run(*mpirun, FINETUNE, str(tmp_path / "predict.json"), "--predict-only")
+    assert f"eval test.tsv (40 examples): predictions in {tmp_path}/predict/predictions.tsv" in out, out
+    expected = (tmp_path / "p1.tsv").read_text().splitlines()
+    got = (tmp_path / "predict" / "predictions.tsv").read_text().splitlines()
+    assert got[1:] == [f"{100 + i}\t{line.split()[1]}" for i, line in enumerate(expected[1:])]
+    both = subprocess.run([FINETUNE, str(tmp_path / "eval.json"), "--eval-only", "--predict-only"],
+                          capture_output=True, text=True)
+    assert both.returncode == 2 and "--eval-only and --predict-only exclude each other" in both.stderr
