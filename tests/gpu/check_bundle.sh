@@ -19,7 +19,7 @@ bash "$SRC/tests/gpu/pack_bundle.sh" "$BUILD" "$BUNDLE"
 size_mib=$(du -sm "$BUNDLE" | cut -f1)
 echo "bundle: ${size_mib} MiB"
 [ "$size_mib" -le 64 ] || { echo "FAIL: the bundle is ${size_mib} MiB, over the 64 MiB a GPU machine takes" >&2; exit 1; }
-tar -C "$BUNDLE" -xJf "$BUNDLE/lib.tar.xz"  # as run_bundle.sh does on the GPU machine
+tar -C "$BUNDLE" -xJf "$BUNDLE/payload.tar.xz"  # as run_bundle.sh does on the GPU machine
 
 cleanup() {
   umount "$ROOT/bundle" 2>/dev/null || true
@@ -67,4 +67,6 @@ for run in "${runs[@]}"; do
     failures=$((failures + 1))
   fi
 done
-[ "$failures" = 0 ]
+[ "$failures" = 0 ] || exit 1
+# The run plan on this bundle: what comes back, deadlines, a GPU in sight, no xz.
+bash "$SRC/tests/gpu/check_run_plan.sh" "$BUNDLE"

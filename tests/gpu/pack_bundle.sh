@@ -3,8 +3,9 @@
 # dependencies: the GPU test programs, bert-bench, bench_op_profile, libbert, and every shared
 # library they load (found with ldd) except glibc/libstdc++ and CUDA's own libraries, which the
 # GPU machine provides (NVIDIA's CUDA 13 pip packages; run_bundle.sh finds them). The result is
-# one folder, carried to the machine as it is (see tests/gpu/README.md); the libraries travel as
-# lib.tar.xz (oneDNN alone is 40 MB), which run_bundle.sh unpacks to lib/ before the first run.
+# one folder, carried to the machine as it is (see tests/gpu/README.md); the programs and libraries
+# travel as payload.tar.xz (oneDNN alone is 40 MB, each program carries the engine: 5 MB; a carry
+# is at most 64 MiB), which run_bundle.sh unpacks to bin/ and lib/ before the first run.
 #
 # usage: bash tests/gpu/pack_bundle.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, gpu_bundle)
 set -euo pipefail
@@ -38,8 +39,8 @@ while read -r name path; do
   cp -L "$path" "$OUT/lib/$name"
 done < <(for p in "${programs[@]}"; do ldd "$BUILD/$p"; done | awk '$2 == "=>" {print $1, ($3 == "not" ? "" : $3)}' | sort -u)
 strip --strip-unneeded "$OUT"/lib/*.so* 2>/dev/null || true
-tar -C "$OUT" -cf - lib | xz -6 -T2 > "$OUT/lib.tar.xz"
-rm -rf "$OUT/lib"
+tar -C "$OUT" -cf - bin lib | xz -6 -T2 > "$OUT/payload.tar.xz"
+rm -rf "$OUT/bin" "$OUT/lib"
 cp tests/bench/bench_gpu.sh tests/gpu/run_bundle.sh "$OUT/scripts/"
 # Real sequences for bench_gpu.sh's phase-2 rows: wikitext-2 validation (../shared/data) as
 # seq-512 shards and their length bins (about 2 MB); left out, with a line, without ../shared.
