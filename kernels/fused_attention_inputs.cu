@@ -31,9 +31,9 @@ __global__ void seq_lengths_kernel(int32_t* seq_len, const int32_t* seq_start, i
   if (lane == 0) seq_len[b] = first_masked;
 }
 
-__global__ void dropout_seed_kernel(int64_t* seed_offset, DropoutSite site) {
-  seed_offset[0] = static_cast<int64_t>(folded_seed(site.seed, step_of(site), site.tensor_id));
-  seed_offset[1] = 0;
+__global__ void dropout_seed_kernel(int64_t* seed, int64_t* offset, DropoutSite site) {
+  *seed = static_cast<int64_t>(folded_seed(site.seed, step_of(site), site.tensor_id));
+  *offset = 0;
 }
 
 }  // namespace
@@ -47,8 +47,8 @@ void attention_seq_lengths(int32_t* seq_len, const int32_t* seq_start, int64_t u
   CUDA_CHECK(cudaGetLastError());
 }
 
-void attention_dropout_seed(int64_t* seed_offset, const DropoutSite& site, cudaStream_t stream) {
-  dropout_seed_kernel<<<1, 1, 0, stream>>>(seed_offset, site);
+void attention_dropout_seed(int64_t* seed, int64_t* offset, const DropoutSite& site, cudaStream_t stream) {
+  dropout_seed_kernel<<<1, 1, 0, stream>>>(seed, offset, site);
   CUDA_CHECK(cudaGetLastError());
 }
 

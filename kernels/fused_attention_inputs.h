@@ -20,8 +20,9 @@ namespace bert::kernels {
 void attention_seq_lengths(int32_t* seq_len, const int32_t* seq_start, int64_t uniform_length,
                            const float* key_bias, int num_seqs, cudaStream_t stream);
 
-// seed_offset[0] = folded_seed(site.seed, step, site.tensor_id) (core/philox.h), the step read
-// from site.step_at when set (a replayed CUDA graph's step), else site.step; seed_offset[1] = 0.
-void attention_dropout_seed(int64_t* seed_offset, const DropoutSite& site, cudaStream_t stream);
+// *seed = folded_seed(site.seed, step, site.tensor_id) (core/philox.h), the step read from
+// site.step_at when set (a replayed CUDA graph's step), else site.step; *offset = 0. (Two
+// pointers: cuDNN wants each of its tensors 16-byte aligned.)
+void attention_dropout_seed(int64_t* seed, int64_t* offset, const DropoutSite& site, cudaStream_t stream);
 
 }  // namespace bert::kernels

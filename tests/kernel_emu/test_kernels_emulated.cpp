@@ -400,12 +400,12 @@ TEST_F(EmulatedKernels, SequenceLengthsCountLeadingUnmaskedKeys) {
 TEST_F(EmulatedKernels, AttentionDropoutSeedFoldsTheStepItReads) {
   DropoutSite site{.seed = 0x1234567890abcdefull, .step = 41, .tensor_id = 7, .p = 0.1f};
   std::vector<int64_t> seed(2, -1);
-  kernels::attention_dropout_seed(seed.data(), site, nullptr);
+  kernels::attention_dropout_seed(&seed[0], &seed[1], site, nullptr);
   EXPECT_EQ(static_cast<uint64_t>(seed[0]), folded_seed(site.seed, 41, 7));
   EXPECT_EQ(seed[1], 0);
   const uint64_t replay_step = 42;
   site.step_at = &replay_step;
-  kernels::attention_dropout_seed(seed.data(), site, nullptr);
+  kernels::attention_dropout_seed(&seed[0], &seed[1], site, nullptr);
   EXPECT_EQ(static_cast<uint64_t>(seed[0]), folded_seed(site.seed, 42, 7));
   // Independent streams: each of step, tensor id and seed changes the folded seed.
   EXPECT_NE(folded_seed(site.seed, 41, 7), folded_seed(site.seed, 42, 7));

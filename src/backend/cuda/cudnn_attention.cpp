@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/attention_table.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fused_attention.h"
@@ -195,36 +196,36 @@ void CudnnAttention::check_shape(const Shape& s, const char* op) const {
 
 CudnnAttention::Table CudnnAttention::upload_table(const AttentionLayout& layout, const Shape& s,
                                                    const DropoutSite& site) {
-  // [B + 1] each: seq_start | Q/K/V offsets | O offsets | stats offsets, then the int64 seed and
-  // offset (4(B + 1) words in, so 8-byte aligned).
-  const size_t n = static_cast<size_t>(s.B + 1), words_at = 4 * n;
-  auto* device = static_cast<int32_t*>(table_.get((words_at + 4) * sizeof(int32_t)));
+  // Each part 16-byte aligned (attention_table.h).
+  const AttentionTableLayout parts = attention_table_layout(s.B);
+  const size_t n = static_cast<size_t>(s.B + 1);
+  auto* device = static_cast<int32_t*>(table_.get(parts.words * sizeof(int32_t)));
   Table t;
-  t.seed = reinterpret_cast<int64_t*>(device + words_at);
-  t.offset = t.seed + 1;
+  t.seed = reinterpret_cast<int64_t*>(device + parts.seed);
+  t.offset = reinterpret_cast<int64_t*>(device + parts.offset);
   // cuDNN's own Philox stream for this site: the (seed, step, tensor id) triple folded into its
   // seed, offset 0, on the device (a recorded call reads each replay's step). The backward folds
   // the same seed, so it regenerates the same mask.
-  if (site.p > 0.0f) kernels::attention_dropout_seed(t.seed, site, stream_);
+  if (site.p > 0.0f) kernels::attention_dropout_seed(t.seed, t.offset, site, stream_);
   // One length (the batch as [B, h, S, D]): the sequence starts follow from it, no table.
   if (!s.ragged && !s.padded) return t;
-  host_table_.assign(words_at, 0);
+  host_table_.assign(parts.seed, 0);
   const int64_t H = s.h * s.D;
   for (size_t b = 0; b < n; ++b) {
     const int64_t start = layout.seq_start[b];
-    host_table_[b] = static_cast<int32_t>(start);
-    host_table_[n + b] = static_cast<int32_t>(start * 3 * H);
-    host_table_[2 * n + b] = static_cast<int32_t>(start * H);
-    host_table_[3 * n + b] = static_cast<int32_t>(start * s.h);
+    host_table_[parts.seq_start + b] = static_cast<int32_t>(start);
+    host_table_[parts.off_qkv + b] = static_cast<int32_t>(start * 3 * H);
+    host_table_[parts.off_o + b] = static_cast<int32_t>(start * H);
+    host_table_[parts.off_stats + b] = static_cast<int32_t>(start * s.h);
   }
   // Pageable source: staged before cudaMemcpyAsync returns; ordered before the graph on stream_.
   // (Variable-length batches are not recorded: CUDA graphs take one length per recording.)
-  CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), words_at * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             stream_));
-  t.seq_start = device;
-  t.off_qkv = device + n;
-  t.off_o = device + 2 * n;
-  t.off_stats = device + 3 * n;
+  CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), host_table_.size() * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_));
+  t.seq_start = device + parts.seq_start;
+  t.off_qkv = device + parts.off_qkv;
+  t.off_o = device + parts.off_o;
+  t.off_stats = device + parts.off_stats;
   return t;
 }
 
