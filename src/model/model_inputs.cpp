@@ -69,7 +69,7 @@ void add_task_labels(const BatchView& in, const TaskConfig& task, ModelInputs& o
 ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, const TaskConfig& task, int max_batch,
                                int max_seq_length, int max_predictions, Padding padding, bool need_labels) {
   const int B = in.batch_size, S = in.seq_length, P = task.pretraining() ? in.max_predictions : 0;
-  if (task.per_token()) padding = Padding{};
+  if (task.per_token()) padding = Padding{.prefix_masks = padding.prefix_masks};
   BERT_CHECK(B > 0, Code::invalid_argument, "batch_size must be positive, got ", B);
   BERT_CHECK(B <= max_batch, Code::invalid_argument, "batch_size ", B,
              " is larger than the configured micro-batch (train.micro_batch = ", max_batch, ")");
@@ -111,6 +111,9 @@ ModelInputs build_model_inputs(const BatchView& in, const BertConfig& config, co
       }
     }
     BERT_CHECK(sample.real > 0, Code::invalid_argument, "batch sample ", b, " has no real token (input_mask all 0)");
+    BERT_CHECK(sample.prefix || !padding.prefix_masks, Code::invalid_argument, "batch sample ", b,
+               ": its input_mask is not ones then zeros, and the fused attention (train.fused_attention, cuDNN) "
+               "masks each sequence by its count of leading keys: give prefix masks or set train.fused_attention false");
     if (nsp_labels) check_range("next_sentence_labels", b, 0, in.next_sentence_labels[b], 0, 2);
     out.real_tokens += sample.real;
     for (int j = 0; j < P; ++j) {

@@ -58,6 +58,9 @@ struct Padding {
   // Every sequence gets max_predictions MLM rows, those past its masked positions unlabelled (row
   // of its [CLS], label -1): recorded work's MLM head then has a shape that depends only on B.
   bool fixed_mlm_rows = false;
+  // The attention masks each sequence by its count of leading keys (cuDNN's fused attention): a
+  // sample whose input_mask is not ones then zeros is refused, as cuDNN would attend to the wrong keys.
+  bool prefix_masks = false;
 };
 
 // Validates `batch` against the model and the limits (throws Error(invalid_argument) naming the

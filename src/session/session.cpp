@@ -296,6 +296,7 @@ SessionMemory Session::memory() const {
 Padding Session::padding() const {
   Padding p{config_.data.unpad, config_.data.pad_to_multiple};
   if (config_.train.cuda_graphs && p.unpad) p = Padding{false, p.multiple > 0 ? p.multiple : 64};
+  p.prefix_masks = config_.train.fused_attention;
   return p;
 }
 

@@ -67,6 +67,23 @@ TEST(ModelInputs, FixedMlmRowsGiveEverySequenceMaxPredictionsRowsTheExtraOnesUnl
   EXPECT_EQ(in.mlm_labelled, 5);
 }
 
+// cuDNN's fused attention masks by key counts: sample 2's mask (a hole, then a real token at 20)
+// would silently attend to the wrong keys, so it is refused, naming the sample and the setting.
+TEST(ModelInputs, PrefixMasksOnlyRefusesAMaskWithAHole) {
+  Padding padding;
+  padding.prefix_masks = true;
+  try {
+    build(padding);
+    FAIL() << "a mask with a hole was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("batch sample 2: its input_mask is not ones then zeros"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.fused_attention"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(build(Padding{}));  // the reference attention takes any mask
+}
+
 TEST(ModelInputs, AMultipleBeyondTheSequenceKeepsSeqLength) {
   EXPECT_EQ(build(Padding{false, 0}).layout.uniform_length(), 32);
   EXPECT_EQ(build(Padding{false, 48}).layout.uniform_length(), 32);
