@@ -316,6 +316,10 @@ struct CudaOptions {
   // type (activation_type()), the GEMMs and the fused attention reading and writing them
   // directly; otherwise they are fp32 and cast before each GEMM.
   bool activations_16bit = false;
+  // Tests: refuse (Error(unsupported), naming the shape) where cuDNN offers no deterministic fused
+  // attention backward, instead of falling back to the non-deterministic one (a bitwise test
+  // would then fail looking like a graph bug).
+  bool fused_attention_deterministic_only = false;
 };
 std::unique_ptr<Ops> make_cuda_ops(int device);
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options);

@@ -44,6 +44,14 @@ namespace {
 
 using testing::expect_error;
 
+// The fused attention as these tests want it: cuDNN's deterministic backward or an error, never a
+// silent fallback to the atomics-based one (the bitwise checks would fail looking like graph bugs).
+std::unique_ptr<Ops> fused_ops(const std::string& precision, bool pad_varlen = false, bool activations_16bit = false) {
+  CudaOptions options{precision, true, pad_varlen, activations_16bit};
+  options.fused_attention_deterministic_only = true;
+  return make_cuda_ops(0, options);
+}
+
 constexpr int kHeads = 2, kHeadDim = 64, kH = kHeads * kHeadDim;
 
 using testing::randn;
@@ -247,12 +255,12 @@ class FusedAttention : public ::testing::Test {
 };
 
 TEST_F(FusedAttention, Bf16MatchesTheReferencePaddedAndVariableLength) {
-  auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true});
+  auto gpu = fused_ops("bf16");
   for (const Case& c : cases()) compare(c, *cpu, *gpu, {2e-2, 2e-2}, {4e-2, 4e-2}, "bf16");
 }
 
 TEST_F(FusedAttention, Fp16MatchesTheReferencePaddedAndVariableLength) {
-  auto gpu = make_cuda_ops(0, CudaOptions{"fp16", true});
+  auto gpu = fused_ops("fp16");
   for (const Case& c : cases()) compare(c, *cpu, *gpu, {4e-3, 4e-3}, {8e-3, 8e-3}, "fp16");
 }
 
@@ -261,8 +269,8 @@ TEST_F(FusedAttention, Fp16MatchesTheReferencePaddedAndVariableLength) {
 TEST_F(FusedAttention, VariableLengthLayoutsMatchTheReferenceRaggedAndPadded) {
   for (bool pad : {false, true}) {
     const std::string path = pad ? " (padded copies)" : " (this GPU's path)";
-    auto bf16 = make_cuda_ops(0, CudaOptions{"bf16", true, pad});
-    auto fp16 = make_cuda_ops(0, CudaOptions{"fp16", true, pad});
+    auto bf16 = fused_ops("bf16", pad);
+    auto fp16 = fused_ops("fp16", pad);
     for (const Case& c : varlen_cases()) {
       compare(c, *cpu, *bf16, {2e-2, 2e-2}, {4e-2, 4e-2}, "bf16" + path);
       compare(c, *cpu, *fp16, {4e-3, 4e-3}, {8e-3, 8e-3}, "fp16" + path);
@@ -271,13 +279,13 @@ TEST_F(FusedAttention, VariableLengthLayoutsMatchTheReferenceRaggedAndPadded) {
 }
 
 TEST_F(FusedAttention, DropoutIsRepeatablePerSiteAndBackwardNeedsItsForward) {
-  auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true});
+  auto gpu = fused_ops("bf16");
   check_dropout(*gpu, cases()[0], "padded");
 }
 
 TEST_F(FusedAttention, DropoutOnVariableLengthLayoutsRaggedAndPadded) {
   for (bool pad : {false, true}) {
-    auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true, pad});
+    auto gpu = fused_ops("bf16", pad);
     for (const Case& c : varlen_cases())
       check_dropout(*gpu, c, c.name + (pad ? " (padded copies)" : " (this GPU's path)"));
   }
@@ -350,8 +358,8 @@ TEST_F(FusedAttention, SixteenBitActivationsGiveTheFp32PathsResultsBitwise) {
   for (const char* precision : {"bf16", "fp16"}) {
     const DType type = std::string(precision) == "bf16" ? DType::bf16 : DType::f16;
     for (bool pad : {false, true}) {
-      auto fp32_acts = make_cuda_ops(0, CudaOptions{precision, true, pad});
-      auto lowp_acts = make_cuda_ops(0, CudaOptions{precision, true, pad, true});
+      auto fp32_acts = fused_ops(precision, pad);
+      auto lowp_acts = fused_ops(precision, pad, true);
       ASSERT_EQ(lowp_acts->activation_type(), type);
       std::vector<Case> all = cases();
       for (const Case& c : varlen_cases()) all.push_back(c);
@@ -379,7 +387,7 @@ TEST_F(FusedAttention, SixteenBitActivationsGiveTheFp32PathsResultsBitwise) {
 // A 16-bit ctx of the packed rows is where cuDNN wrote O, and the backward reads O back from it:
 // a backward given another buffer as ctx is refused, naming both.
 TEST_F(FusedAttention, ABackwardGivenAnotherCtxThanItsForwardsIsRefused) {
-  auto gpu = make_cuda_ops(0, CudaOptions{"bf16", true, false, true});
+  auto gpu = fused_ops("bf16", false, true);
   const Case& c = cases().front();
   const int64_t T = c.layout.total_tokens();
   std::vector<float> bias;

@@ -45,16 +45,14 @@ bool cuda_available() {
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options) {
-  return std::make_unique<CudaOps>(device, parse_gemm_precision(options.precision), options.fused_attention,
-                                   options.fused_attention_pad_varlen, options.activations_16bit);
+  return std::make_unique<CudaOps>(device, options);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, CudaOptions{}); }
 
-CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen,
-                 bool activations_16bit)
-    : device_(device) {
-  if (activations_16bit) {
+CudaOps::CudaOps(int device, const CudaOptions& options) : device_(device) {
+  const GemmPrecision precision = parse_gemm_precision(options.precision);
+  if (options.activations_16bit) {
     BERT_CHECK(precision == GemmPrecision::bf16 || precision == GemmPrecision::fp16, Code::invalid_argument,
                "16-bit activations need precision \"bf16\" or \"fp16\", not \"", gemm_precision_name(precision), "\"");
     activation_type_ = precision == GemmPrecision::bf16 ? DType::bf16 : DType::f16;
@@ -79,11 +77,12 @@ CudaOps::CudaOps(int device, GemmPrecision precision, bool fused_attention, bool
   host_label_status_[0] = 0;
   gelu_probe_ = probe_gelu_epilogue();
   // The fused path's I/O is 16-bit: fp16 in fp16 mode, bf16 otherwise.
-  if (fused_attention)
+  if (options.fused_attention)
     fused_ = make_fused_attention(*memory_, stream_,
                                   precision == GemmPrecision::fp16 ? kernels::LowPrecision::fp16
                                                                    : kernels::LowPrecision::bf16,
-                                  pad_varlen);
+                                  {.pad_varlen = options.fused_attention_pad_varlen,
+                                   .deterministic_only = options.fused_attention_deterministic_only});
 }
 
 CudaOps::~CudaOps() {

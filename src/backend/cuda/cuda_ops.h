@@ -25,11 +25,9 @@ namespace bert {
 
 class CudaOps final : public Ops {
  public:
-  // fused_attention: attention through cuDNN (Error(unsupported) in builds without it);
-  // pad_varlen: see CudaOptions::fused_attention_pad_varlen; activations_16bit: activations
-  // stored in the 16-bit type of a bf16/fp16 precision.
-  CudaOps(int device, GemmPrecision precision, bool fused_attention, bool pad_varlen = false,
-          bool activations_16bit = false);
+  // options.fused_attention: attention through cuDNN (Error(unsupported) in builds without it);
+  // options.activations_16bit: activations stored in the 16-bit type of a bf16/fp16 precision.
+  CudaOps(int device, const CudaOptions& options);
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;

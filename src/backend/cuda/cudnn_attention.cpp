@@ -100,7 +100,7 @@ fe::DataType_t fe_type(kernels::LowPrecision io) {
 class CudnnAttention final : public FusedAttention {
  public:
   CudnnAttention(DeviceMemory& memory, cudaStream_t stream, kernels::LowPrecision io,
-                 bool pad_varlen)
+                 const FusedAttentionOptions& options)
       : memory_(memory),
         stream_(stream),
         io_(io),
@@ -116,7 +116,8 @@ class CudnnAttention final : public FusedAttention {
     int device = 0, major = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    pad_varlen_ = pad_varlen || major < 9 || major == 12;
+    pad_varlen_ = options.pad_varlen || major < 9 || major == 12;
+    deterministic_only_ = options.deterministic_only;
   }
   ~CudnnAttention() override {
     graphs_.clear();  // execution plans before the handle they were built on
@@ -183,6 +184,7 @@ class CudnnAttention final : public FusedAttention {
   std::map<const float*, Saved> saved_;
   std::string build_error_;  // why the last graph build failed
   bool pad_varlen_ = false;   // variable-length batches through the padded graphs
+  bool deterministic_only_ = false;  // no fallback to the non-deterministic backward
 };
 
 void CudnnAttention::check_shape(const Shape& s, const char* op) const {
@@ -338,6 +340,10 @@ fe::graph::Graph& CudnnAttention::graph(bool backward, const Shape& s, float p) 
   // The backward prefers cuDNN's deterministic algorithm (the engine's default everywhere);
   // where that is not offered it falls back to the atomics-based one.
   std::shared_ptr<fe::graph::Graph> g = build(backward, s, p, true);
+  BERT_CHECK(g != nullptr || !backward || !deterministic_only_, Code::unsupported,
+             "cuDNN offers no deterministic fused attention backward for ", s.B, " sequences of ",
+             s.ragged || s.padded ? "up to " : "", s.S, " tokens, ", s.h, " heads of ", s.D, " (cuDNN ",
+             cudnnGetVersion(), "): ", build_error_, " (CudaOptions::fused_attention_deterministic_only)");
   if (g == nullptr && backward) {
     g = build(backward, s, p, false);
     if (g != nullptr)
@@ -488,8 +494,8 @@ void CudnnAttention::check_io_type(DType type) const {
 }  // namespace
 
 std::unique_ptr<FusedAttention> make_fused_attention(DeviceMemory& memory, cudaStream_t stream,
-                                                     kernels::LowPrecision io, bool pad_varlen) {
-  return std::make_unique<CudnnAttention>(memory, stream, io, pad_varlen);
+                                                     kernels::LowPrecision io, const FusedAttentionOptions& options) {
+  return std::make_unique<CudnnAttention>(memory, stream, io, options);
 }
 
 }  // namespace bert

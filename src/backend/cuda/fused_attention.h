@@ -36,12 +36,19 @@ class FusedAttention {
                         const DropoutSite& site) = 0;
 };
 
+// CudaOptions::fused_attention_pad_varlen and fused_attention_deterministic_only.
+struct FusedAttentionOptions {
+  bool pad_varlen = false;
+  bool deterministic_only = false;
+};
+
 // The cuDNN implementation with 16-bit I/O of `io` kind. Variable-length batches run through
 // cuDNN's ragged graphs on Hopper-class GPUs and through padded copies elsewhere (cuDNN has no
 // ragged backward there), or everywhere with pad_varlen (tests use it to check that path on
-// Hopper). Throws Error(unsupported) naming the config key train.fused_attention when this
-// build has no cudnn-frontend.
+// Hopper). The backward is cuDNN's deterministic one, or where it offers none the
+// atomics-based one (refused with deterministic_only). Throws Error(unsupported) naming the
+// config key train.fused_attention when this build has no cudnn-frontend.
 std::unique_ptr<FusedAttention> make_fused_attention(DeviceMemory& memory, cudaStream_t stream,
-                                                     kernels::LowPrecision io, bool pad_varlen);
+                                                     kernels::LowPrecision io, const FusedAttentionOptions& options);
 
 }  // namespace bert

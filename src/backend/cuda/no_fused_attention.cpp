@@ -8,7 +8,7 @@ namespace bert {
 bool fused_attention_built() { return false; }
 
 std::unique_ptr<FusedAttention> make_fused_attention(DeviceMemory&, cudaStream_t,
-                                                     kernels::LowPrecision, bool) {
+                                                     kernels::LowPrecision, const FusedAttentionOptions&) {
   fail(Code::unsupported,
        "config key 'train.fused_attention' = true: this build of bertengine has no cuDNN fused "
        "attention; install the cudnn-frontend headers (pip install nvidia-cudnn-frontend) and "
