@@ -5,7 +5,10 @@
 #   tests: the GPU suite, cheap independent programs first, the fused-attention tests in filtered
 #          shards, the end-to-end run, NCCL last;
 #   bench: the benchmark table (bench_gpu.sh) and the op profile of BERT-large phase 1 and 2;
-#   all:   both.
+#   all:   both;
+#   sanitize: a second command: compute-sanitizer's memcheck on a few filtered tests of every
+#          kernel family (out-of-bounds and misaligned accesses, leaks) and racecheck (shared
+#          memory hazards) on the reductions, layer norm, softmax and the attention kernels.
 # The machine brings back at most 8 files, and a command may run 10 minutes: so LOG_DIR gets three
 # files, written as the run goes (a command cut off still brings back what ran):
 #   summary.txt   a line per program (passed / skipped / FAILED / not run) and "N passed, N failed,
@@ -16,7 +19,7 @@
 # what is left, and is stopped with SIGABRT at its end (a hang shows a backtrace where the runtime
 # prints one). A program that skips (exit 77, "no CUDA device") while nvidia-smi sees a GPU failed.
 #
-# usage: [DEADLINE_S=420] bash run_bundle.sh BUNDLE_DIR LOG_DIR [tests|bench|all]
+# usage: [DEADLINE_S=420] bash run_bundle.sh BUNDLE_DIR LOG_DIR [tests|bench|all|sanitize]
 set -uo pipefail
 BUNDLE="$(cd "$1" && pwd)"
 LOGS="$2"
@@ -118,6 +121,23 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
     --gtest_filter='-FusedAttention.Bf16*:FusedAttention.Fp16*:FusedAttention.VariableLength*:FusedAttention.Dropout*:FusedAttention.MaskCheck*:FusedAttention.SixteenBit*:FusedAttention.ABackward*'
   run e2e_capi 180 "$bin/gpu_e2e_capi"
   run nccl_gpu 90 "$bin/dist_nccl_gpu"
+fi
+
+if [ "$MODE" = sanitize ]; then
+  bin="$BUNDLE/bin"
+  # On PATH, in the CUDA toolkit, or in NVIDIA's pip package (nvidia-cuda-sanitizer-api).
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null ||
+    python3 -c 'import glob, nvidia; print(next(iter(sorted(p for r in nvidia.__path__ for p in glob.glob(r + "/**/compute-sanitizer", recursive=True))), ""))' 2>/dev/null || true)
+  if [ -z "$sanitizer" ] || [ ! -x "$sanitizer" ]; then
+    say "compute-sanitizer: not found on this machine (PATH, /usr/local/cuda/bin, NVIDIA's pip packages)"
+  else
+    say "compute-sanitizer: $sanitizer"
+    kernels='CudaVsCpu.EmbeddingForwardAndBackwardAreExact:CudaVsCpu.LayerNormForwardBackward:CudaVsCpu.ResidualLayerNormForwardBackward:CudaVsCpu.DropoutMasksMatchTheCpuExactly:CudaVsCpu.AttentionPaddedAndVariableLength:CudaVsCpu.SoftmaxCrossEntropyWithPaddingAndIgnoredRows:CudaVsCpu.SegmentSumOfSquaresIsDeterministic:CudaVsCpu.AdamDirectionApplyUpdateAndScale'
+    run memcheck[ops] 150 "$sanitizer" --tool memcheck --leak-check full --error-exitcode 1 "$bin/gpu_cuda_ops_vs_cpu" --gtest_filter="$kernels"
+    run memcheck[casts,16bit] 120 "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/gpu_cuda_casts"
+    run memcheck[fused_attention] 120 "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/gpu_fused_attention" --gtest_filter='FusedAttention.Bf16*:FusedAttention.VariableLength*'
+    run racecheck[ops] 150 "$sanitizer" --tool racecheck --error-exitcode 1 "$bin/gpu_cuda_ops_vs_cpu" --gtest_filter="$kernels"
+  fi
 fi
 
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
