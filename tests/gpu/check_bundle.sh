@@ -42,7 +42,7 @@ in_root() {  # program and arguments, run inside the chroot with only the bundle
   chroot "$ROOT" /lib64/ld-linux-x86-64.so.2 --library-path /bundle/lib:/cuda "$@"
 }
 failures=0
-for program in gpu_cuda_ops_vs_cpu gpu_cuda_casts gpu_weight_mirror gpu_fused_attention gpu_cuda_graphs gpu_e2e_capi dist_nccl_gpu; do
+for program in gpu_probe gpu_cuda_ops_vs_cpu gpu_cuda_casts gpu_weight_mirror gpu_fused_attention gpu_cuda_graphs gpu_e2e_capi dist_nccl_gpu; do
   rc=0
   out=$(in_root "/bundle/bin/$program" 2>&1) || rc=$?
   if [ "$rc" = 77 ]; then

@@ -13,7 +13,7 @@ BUNDLE="$(cd "${1:?usage: check_run_plan.sh BUNDLE_DIR}" && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-programs=12  # the lines run_bundle.sh's tests mode gives: 7 programs, fused attention in 5 shards
+programs=13  # the lines run_bundle.sh's tests mode gives: 8 programs, fused attention in 5 shards
 
 rc=0; bash "$RUN" "$BUNDLE" "$WORK/plain" tests > /dev/null || rc=$?
 [ "$rc" = 0 ] || fail "run_bundle.sh exited $rc on a machine without a GPU: $(cat "$WORK/plain/summary.txt")"

@@ -16,7 +16,7 @@ OUT="${2:-gpu_bundle}"
 programs=(
   tests/gpu/gpu_cuda_ops_vs_cpu tests/gpu/gpu_cuda_casts tests/gpu/gpu_weight_mirror
   tests/gpu/gpu_fused_attention tests/gpu/gpu_cuda_graphs tests/gpu/gpu_e2e_capi tests/gpu/gpu_cuda_without_device
-  tests/dist/dist_nccl_gpu src/tools/bert-bench tests/unit/bench_op_profile
+  tests/gpu/gpu_probe tests/dist/dist_nccl_gpu src/tools/bert-bench tests/unit/bench_op_profile
 )
 for p in "${programs[@]}"; do
   [ -x "$BUILD/$p" ] || { echo "pack_bundle: $BUILD/$p is missing: build with CUDA first (meson setup $BUILD -Dcuda=enabled && ninja -C $BUILD)" >&2; exit 2; }

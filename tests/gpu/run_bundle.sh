@@ -106,6 +106,8 @@ run() {
 
 if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
   bin="$BUNDLE/bin"
+  run probe 60 "$bin/gpu_probe"
+  grep -E '^(versions|device|backend)' "$RUNLOG" >> "$VERSIONS"
   run cuda_without_device 30 "$bin/gpu_cuda_without_device"
   run cuda_casts 90 "$bin/gpu_cuda_casts"
   run weight_mirror 60 "$bin/gpu_weight_mirror"
