@@ -67,6 +67,7 @@ std::string CommandLine::text(const std::string& name, const std::string& fallba
 
 std::string CommandLine::required(const std::string& name) const {
   if (!has(name)) refuse_call(tool_ + " needs " + name);
+  if (values_.at(name).empty()) refuse_value(name, "a value that is not empty");
   return text(name);
 }
 

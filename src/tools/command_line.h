@@ -36,7 +36,7 @@ class CommandLine {
   bool flag(const std::string& name) const { return flags_.count(name) != 0; }
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string text(const std::string& name, const std::string& fallback = "") const;
-  std::string required(const std::string& name) const;
+  std::string required(const std::string& name) const;  // given, and not empty
   long long integer(const std::string& name, long long fallback, long long min, long long max) const;
   double number(const std::string& name, double fallback, double min, double max) const;
   bool boolean(const std::string& name, bool fallback) const;  // 1, 0, true or false

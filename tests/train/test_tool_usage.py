@@ -103,6 +103,7 @@ REFUSALS = [
     ("bert-predict", PREDICT + ["--null-score-diff-threshold", "inf"],
      "error: --null-score-diff-threshold expects a finite number"),
     ("bert-predict", PREDICT[:8], "error: bert-predict needs --output"),
+    ("bert-predict", PREDICT[:8] + ["--output="], "error: --output expects a value that is not empty, got ''"),
     ("bert-squad-eval", ["dev.json"], "error: bert-squad-eval takes 2 files (DATASET.json PREDICTIONS.json), got 1"),
     ("bert-bench", ["--recompute", "some"], "error: --recompute expects none, gelu, attention or all, got 'some'"),
     ("bert-bench", ["--steps", "1", "--steps", "x"], "error: --steps expects an integer in [0, 1073741824], got 'x'"),
