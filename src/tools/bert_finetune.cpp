@@ -12,9 +12,11 @@
 //    "data": {"max_seq_length": 128}}
 // "model" defaults to the init checkpoint's; the task head, the step count (epochs x batches, or
 // train.steps, which also stops the run there: DLE's --max_steps), AdamW with linear warmup and
-// decay (DLE's fine-tuning defaults) are filled in. Prints
-// progress, evaluates on the dev file after each epoch (the task's metric), and checkpoints
-// output_dir/epoch_<n>.h5 and output_dir/final.h5.
+// decay (DLE's fine-tuning defaults) are filled in. Prints progress (log.metrics: DLLogger
+// records), evaluates on the dev file after each epoch and every train.eval_every steps (the
+// task's metric; the predictions written to output_dir), and checkpoints output_dir/epoch_<n>.h5
+// and output_dir/final.h5. Under a launcher each step's rows and the dev set are dealt to the
+// ranks, rank 0 printing and writing. --eval-only and --predict-only train nothing.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
