@@ -39,6 +39,10 @@ rc=0; PATH="$WORK/fake_bin:$PATH" bash "$RUN" "$BUNDLE" "$WORK/seen" tests > /de
 [ "$rc" != 0 ] || fail "a skip while nvidia-smi sees a GPU passed"
 grep -q "cuda_casts: FAILED, skipped (exit 77) though nvidia-smi sees a GPU" "$WORK/seen/summary.txt" ||
   fail "the skip is not named: $(cat "$WORK/seen/summary.txt")"
+# A failure shows the program's own last lines, also for a shard whose name holds * [ ] . :
+awk '/^fused_attention\[FusedAttention.Bf16/ {quoted = 1; next} quoted && /^    / {print; next} {quoted = 0}' \
+  "$WORK/seen/summary.txt" | grep -q '^    no CUDA device' ||
+  fail "a shard's failure lacks its last lines: $(cat "$WORK/seen/summary.txt")"
 echo "ok   exit 77 with a GPU in sight fails: $(tail -n 1 "$WORK/seen/summary.txt")"
 
 rc=0; DEADLINE_S=16 bash "$RUN" "$BUNDLE" "$WORK/deadline" tests > /dev/null || rc=$?

@@ -78,6 +78,7 @@ if [ -n "$missing" ]; then
 fi
 
 passed=0 failed=0 skipped=0 not_run=0
+output_from=1  # run.log's line where the last program's header is
 # run NAME BUDGET_S COMMAND...: one program, its output appended to run.log after a header.
 run() {
   local name="$1" budget="$2"
@@ -87,6 +88,7 @@ run() {
     not_run=$((not_run + 1)); say "$name: not run (the run's ${DEADLINE_S} s deadline)"; return
   fi
   local limit=$((budget < left ? budget : left)) t0=$SECONDS rc=0
+  output_from=$(($(wc -l < "$RUNLOG") + 2))  # after the blank line before the header
   printf '\n===== %s (limit %d s): %s\n' "$name" "$limit" "$*" >> "$RUNLOG"
   timeout -s ABRT -k 10 "$limit" "$@" >> "$RUNLOG" 2>&1 || rc=$?
   printf '===== %s: exit %d after %d s\n' "$name" "$rc" "$((SECONDS - t0))" >> "$RUNLOG"
@@ -100,7 +102,7 @@ run() {
     [ "$rc" = 124 ] && why="stopped at its ${limit} s limit"
     [ "$rc" = 77 ] && why="skipped (exit 77) though nvidia-smi sees a GPU"
     say "$name: FAILED, $why ($((SECONDS - t0)) s); its last lines:"
-    sed -n "/^===== $name (limit/,\$p" "$RUNLOG" | tail -n 16 | head -n 15 | sed 's/^/    /' | tee -a "$SUMMARY"
+    tail -n +"$output_from" "$RUNLOG" | grep -v '^===== ' | tail -n 15 | sed 's/^/    /' | tee -a "$SUMMARY"
   fi
 }
 
@@ -144,7 +146,7 @@ fi
 
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
   run bench_table 300 bash "$BUNDLE/scripts/bench_gpu.sh" "$BUNDLE"
-  sed -n '/^===== bench_table (limit/,$p' "$RUNLOG" | grep -v '^=====' >> "$SUMMARY"
+  tail -n +"$output_from" "$RUNLOG" | grep -v '^=====' >> "$SUMMARY"
   # BERT-large phase 1 (seq 128, batch 64) and phase 2 (seq 512, batch 16), bf16, fused attention.
   run profile_phase1 120 "$BUNDLE/bin/bench_op_profile" --device cuda --model bert-large --seq 128 --batch 64 --precision bf16 --fused-attention 1 --steps 3 --warmup 2
   run profile_phase2 120 "$BUNDLE/bin/bench_op_profile" --device cuda --model bert-large --seq 512 --batch 16 --precision bf16 --fused-attention 1 --steps 3 --warmup 2
