@@ -384,10 +384,8 @@ int run(const std::string& config_path, Mode mode) {
   json& train = cfg["train"];
   if (!train.is_object()) train = json::object();
   if (train.contains("init_checkpoint")) {
-    const std::string import_to =
-        out_dir + "/init_imported" + (launch.rank > 0 ? ".rank" + std::to_string(launch.rank) : "") + ".h5";
     const bert_tools::InitWeights init =
-        bert_tools::resolve_init_weights(train["init_checkpoint"].get<std::string>(), import_to);
+        bert_tools::resolve_init_weights(train["init_checkpoint"].get<std::string>(), out_dir + "/init_imported.h5");
     train["init_checkpoint"] = init.checkpoint;
     if (!cfg.contains("model")) cfg["model"] = init.config.at("model");
   }

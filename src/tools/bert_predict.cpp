@@ -203,11 +203,7 @@ int run(const Options& o) {
   const std::string task = o.task;
   const bool squad = task == "squad", conll = task == "conll";
   if (!squad && !conll) bert::glue_task(task);  // an unknown name fails before the model is read
-  // Under a launcher each rank imports an HF folder to a file of its own.
-  const int rank = bert_tools::launcher_rank();
-  const std::string rank_suffix = rank > 0 ? ".rank" + std::to_string(rank) : "";
-  const std::string import_to = squad ? o.output + "/model.imported" + rank_suffix + ".h5"
-                                      : o.output + ".imported" + rank_suffix + ".h5";
+  const std::string import_to = squad ? o.output + "/model.imported.h5" : o.output + ".imported.h5";
   if (squad) std::filesystem::create_directories(o.output);
   const bert_tools::InitWeights init = bert_tools::resolve_init_weights(o.model, import_to);
   const bert::Vocab vocab = bert::Vocab::load(o.vocab);

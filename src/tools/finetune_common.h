@@ -22,7 +22,10 @@ struct InitWeights {
 };
 
 // `source` is a checkpoint file or a Hugging Face folder (config.json + model.safetensors), which
-// is imported to `import_to` first (printing what the import did). Throws bert::Error.
+// is imported to `import_to` first (printing what the import did). Under a launcher every rank
+// imports to that one path, so that their session configs agree: each writes a temporary file of
+// its own and renames it into place (write_checkpoint), so a reader finds one whole file of the
+// same weights whichever rank's rename came last. Throws bert::Error.
 InitWeights resolve_init_weights(const std::string& source, const std::string& import_to);
 
 // GLUE examples and their features; lower_case: -1 = from the vocabulary (uncased unless it

@@ -272,6 +272,15 @@ def test_two_ranks_fine_tune_as_one_rank_with_the_doubled_micro_batch(tmp_path):
     assert printed.count("wrote ") == 1
     assert (tmp_path / "p2.tsv").read_text() == (tmp_path / "p1.tsv").read_text()
     assert len((tmp_path / "p1.tsv").read_text().splitlines()) == 41
+    # From a Hugging Face folder: every rank imports it to the one path its session config names
+    # (the configs must agree; each write is a temporary file renamed into place).
+    run(os.path.join(BUILD, "src", "tools", "bert-ckpt"), "export-hf", str(tmp_path / "one" / "final.h5"),
+        str(tmp_path / "hf"))
+    run(*mpirun, PREDICT, "--model", str(tmp_path / "hf"), "--task", "sst-2", "--vocab", str(vocab), "--input",
+        str(data / "dev.tsv"), "--output", str(tmp_path / "p3.tsv"), "--max-seq-length", "24", "--batch", "8",
+        "--threads", "1")
+    assert sorted(p.name for p in tmp_path.glob("p3.tsv.imported*")) == ["p3.tsv.imported.h5"]
+    assert (tmp_path / "p3.tsv").read_text() == (tmp_path / "p1.tsv").read_text()
 
     # --eval-only (DLE's --do_eval): the dev metrics of train.init_checkpoint and its predictions,
     # no training, no checkpoint; --predict-only (--do_predict): the predictions of a file without
