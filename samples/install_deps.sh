@@ -14,7 +14,7 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ ccache
-  libdnnl-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev
+  libdnnl-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev libutf8proc-dev libexpat1-dev libbz2-dev
   libopenmpi-dev openmpi-bin
   python3.11-doc python3-matplotlib
 )
@@ -62,6 +62,17 @@ if ((tests)) && ! /usr/bin/python3 -c "import transformers, accelerate" >/dev/nu
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO /usr/bin/python3 -m pip install -q --break-system-packages 'transformers<4.41' 'accelerate<0.30' ||
     echo "warning: transformers did not install; the Hugging Face oracle tests will skip" >&2
+fi
+
+# The WikiExtractor oracle (tests/oracle/test_wiki_extract.py, tests/bench/bench_wiki.py compare
+# `bert-prep wiki` with it article by article): wikiextractor from PyPI in a virtual environment of
+# its own. A failure here only warns; those tests then skip.
+if ((tests)); then
+  wx_venv="${BERT_WIKIEXTRACTOR_VENV:-$HOME/.cache/bertengine/wikiextractor-venv}"
+  if ! "$wx_venv/bin/python3" -c "import wikiextractor" >/dev/null 2>&1; then
+    { /usr/bin/python3 -m venv "$wx_venv" && "$wx_venv/bin/python3" -m pip install -q 'wikiextractor>=3.0,<4'; } ||
+      echo "warning: wikiextractor did not install; the WikiExtractor oracle tests will skip" >&2
+  fi
 fi
 
 # Optional, for the tests whose fixtures TensorFlow itself writes (tests/oracle/test_tf_import.py;

@@ -49,8 +49,10 @@ void Progress::draw() {
     len += std::snprintf(line + len, sizeof line - static_cast<size_t>(len), " / %s (%.0f%%)",
                          format_bytes(static_cast<double>(total_)).c_str(), 100.0 * frac);
   }
-  len += std::snprintf(line + len, sizeof line - static_cast<size_t>(len), "  %s/s  %llu docs",
-                       format_bytes(rate).c_str(), static_cast<unsigned long long>(documents_.load()));
+  const auto documents = documents_.load(std::memory_order_relaxed);
+  len += std::snprintf(line + len, sizeof line - static_cast<size_t>(len), "  %s/s  %llu docs (%.0f/s)",
+                       format_bytes(rate).c_str(), static_cast<unsigned long long>(documents),
+                       t > 0 ? static_cast<double>(documents) / t : 0.0);
   if (total_ > 0 && rate > 0 && done < static_cast<double>(total_)) {
     const double eta = (static_cast<double>(total_) - done) / rate;
     len += std::snprintf(line + len, sizeof line - static_cast<size_t>(len), "  ETA %d:%02d",
