@@ -1,7 +1,8 @@
 // bert-prep: raw text -> BERT pretraining shards. A thin command-line front over src/data/:
 //   tokenize  text -> WordPiece tokens or ids (also a throughput benchmark)
 //   vocab     learn a WordPiece vocabulary from a corpus
-//   shards    create_pretraining_data: text -> DLE (or MLPerf variable-length) HDF5 shards
+//   wiki      a Wikipedia dump (.xml, .xml.bz2) -> plain-text articles (WikiExtractor's job)
+//   shards    create_pretraining_data: text (or a dump) -> DLE (or MLPerf variable-length) HDF5 shards
 //   from-tfrecord  TFRecords of tf.train.Example (Google / MLPerf) -> DLE or MLPerf shards
 //   inspect   statistics and decoded samples of a shard
 //   bins      split existing shards into length bins (Samsung's MLPerf recipe)
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -26,6 +28,8 @@
 #include "prep/shard_rewrite.h"
 #include "prep/text_corpus.h"
 #include "prep/tfrecord_shards.h"
+#include "prep/wiki_dump.h"
+#include "prep/wiki_extract.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
 #include "prep/vocab_trainer.h"
@@ -46,6 +50,11 @@ commands:
   vocab --size N --output FILE INPUT...   learn a WordPiece vocab (BERT layout: [PAD]=0 [UNK]=100
                                           [CLS]=101 [SEP]=102 [MASK]=103)
       --cased  --min-frequency N (2)  --limit-alphabet N (1000)  --threads N
+  wiki --output DIR DUMP...               Wikipedia dump (.xml or .xml.bz2, single- or multistream) ->
+                                          text: main-namespace articles, no redirects, one paragraph a
+                                          line, a blank line after each, in DIR/wiki_NNNNN.txt
+      --index FILE                        a multistream dump's index: decode its streams in parallel
+      --headings keep|drop (keep)  --shard-mb N (128)  --threads N  --overwrite
   shards --vocab FILE --output DIR INPUT...
       --max-seq-length N (128)  --max-predictions N (20)  --masked-lm-prob P (0.15)
       --short-seq-prob P (0.1)  --dupe-factor N (10)  --whole-word-mask  --seed N (12345)
@@ -54,6 +63,7 @@ commands:
       --shards N (auto)  --eval-fraction F (0.01)  --eval-shards N (1)
       --format dle|mlperf (dle)  --gzip LEVEL (1; 0 = none)  --threads N  --overwrite
       --cased | --uncased  --max-word-chars N
+      --headings keep|drop  --shard-mb N  for a Wikipedia dump among the inputs (as wiki)
   from-tfrecord --output DIR INPUT...     TFRecord files of tf.train.Example (create_pretraining_data.py,
                                           MLPerf) -> one shard per file (DIR/NAME.hdf5); CRCs checked
       --format dle|mlperf (dle)  --gzip LEVEL (1; 0 = none)  --overwrite
@@ -66,7 +76,8 @@ commands:
       --seed N (12345)  --max-seq-length N (512)  --max-predictions N (80)
       --format dle|mlperf (dle)  --input-format ...  --gzip LEVEL  --overwrite
 
-INPUT directories are searched recursively for *.txt files.
+INPUT directories are searched recursively for *.txt files. A Wikipedia dump given to shards is
+extracted first into DIR/text (as wiki does; a finished extraction of the same dump is reused).
 )";
 
 using Args = bert_tools::CommandLine;
@@ -270,6 +281,67 @@ int cmd_vocab(int argc, char** argv) {
   return 0;
 }
 
+void print_wiki_summary(const std::string& dir, const WikiExtractSummary& s) {
+  if (s.up_to_date) {
+    std::printf("wiki: %s is up to date (%llu articles in %zu files from these dumps; --overwrite is not needed)\n",
+                dir.c_str(), static_cast<unsigned long long>(s.articles), s.files.size());
+    return;
+  }
+  if (s.removed_partial_files > 0) {
+    std::printf("wiki: removed %llu files an interrupted run left in %s and started again\n",
+                static_cast<unsigned long long>(s.removed_partial_files), dir.c_str());
+  }
+  std::printf("wiki: %s: %llu articles in %zu files, %s of text\n", dir.c_str(), static_cast<unsigned long long>(s.articles),
+              s.files.size(), format_bytes(static_cast<double>(s.text_bytes)).c_str());
+  std::printf("  pages: %llu read: %llu redirects, %llu in other namespaces, %llu empty after cleaning\n",
+              static_cast<unsigned long long>(s.pages), static_cast<unsigned long long>(s.redirects),
+              static_cast<unsigned long long>(s.other_namespaces), static_cast<unsigned long long>(s.empty_articles));
+  const double seconds = std::max(s.seconds, 1e-9);
+  std::printf("  time: %.2f s: %.0f articles/s, %.1f MB/s of dump, %.1f MB/s of wikitext\n", s.seconds,
+              static_cast<double>(s.articles) / seconds, static_cast<double>(s.input_bytes) / 1e6 / seconds,
+              static_cast<double>(s.wikitext_bytes) / 1e6 / seconds);
+}
+
+WikiExtractOptions wiki_options(const Args& args) {
+  WikiExtractOptions o;
+  o.text.keep_headings = args.choice("--headings", "keep", {"keep", "drop"}) == "keep";
+  o.shard_bytes = static_cast<uint64_t>(args.integer("--shard-mb", 128, 1, 1 << 20)) << 20;
+  o.threads = threads_option(args);
+  o.overwrite = args.flag("--overwrite");
+  return o;
+}
+
+int cmd_wiki(int argc, char** argv) {
+  Args args = parse(argc, argv, "wiki", {"output", "index", "headings", "shard-mb", "threads"}, {"overwrite"}, 1);
+  WikiExtractOptions o = wiki_options(args);
+  o.output_dir = args.required("--output");
+  o.index = args.text("--index", "");
+  o.dumps = args.positional();
+  print_wiki_summary(o.output_dir, extract_wikipedia(o));
+  return 0;
+}
+
+// A file named like a dump (.xml, .bz2) that holds one.
+bool is_dump_input(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  return std::filesystem::is_regular_file(path) && (name.ends_with(".xml") || name.ends_with(".bz2")) &&
+         looks_like_wiki_dump(path);
+}
+
+// shards' inputs with any Wikipedia dumps among them extracted into OUTPUT/text first.
+std::vector<std::string> extract_dump_inputs(const Args& args, const std::vector<std::string>& inputs,
+                                             const std::string& output) {
+  std::vector<std::string> text_inputs;
+  WikiExtractOptions wiki = wiki_options(args);
+  wiki.output_dir = (std::filesystem::path(output) / "text").string();
+  for (const std::string& in : inputs) (is_dump_input(in) ? wiki.dumps : text_inputs).push_back(in);
+  if (wiki.dumps.empty()) return inputs;
+  const WikiExtractSummary s = extract_wikipedia(wiki);
+  print_wiki_summary(wiki.output_dir, s);
+  text_inputs.insert(text_inputs.end(), s.files.begin(), s.files.end());
+  return text_inputs;
+}
+
 ShardOutputFormat format_option(const Args& args) {
   return args.choice("--format", "dle", {"dle", "mlperf"}) == "dle" ? ShardOutputFormat::dle : ShardOutputFormat::mlperf;
 }
@@ -277,9 +349,8 @@ ShardOutputFormat format_option(const Args& args) {
 int cmd_shards(int argc, char** argv) {
   Args args = parse(argc, argv, "shards", {"vocab", "output", "max-seq-length", "max-predictions", "masked-lm-prob", "short-seq-prob", "dupe-factor",
              "seed", "sentences", "documents", "shards", "eval-fraction", "eval-shards", "format", "gzip", "threads",
-             "max-word-chars"}, {"whole-word-mask", "overwrite", "cased", "uncased"}, 1);
+             "max-word-chars", "headings", "shard-mb"}, {"whole-word-mask", "overwrite", "cased", "uncased"}, 1);
   ShardBuildOptions o;
-  o.inputs = args.positional();
   o.output_dir = args.required("--output");
   o.instances.max_seq_length = static_cast<int>(args.integer("--max-seq-length", 128, 2, 1 << 16));
   o.instances.max_predictions = static_cast<int>(args.integer("--max-predictions", 20, 0, 1 << 16));
@@ -305,6 +376,7 @@ int cmd_shards(int argc, char** argv) {
   const TokenizerOptions tokenizer = tokenizer_options(args);
   const Vocab vocab = Vocab::load(args.required("--vocab"));
   const Tokenizer tok = make_tokenizer(args, vocab, tokenizer);
+  o.inputs = extract_dump_inputs(args, args.positional(), o.output_dir);
 
   const ShardBuildSummary s = build_shards(o, tok);
   std::printf("shards: %s (%s, %s)\n", o.output_dir.c_str(), args.text("--format", "dle").c_str(), tok.options().lower_case ? "uncased" : "cased");
@@ -411,6 +483,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "tokenize") return cmd_tokenize(argc, argv);
     if (command == "vocab") return cmd_vocab(argc, argv);
+    if (command == "wiki") return cmd_wiki(argc, argv);
     if (command == "shards") return cmd_shards(argc, argv);
     if (command == "from-tfrecord") return cmd_from_tfrecord(argc, argv);
     if (command == "inspect") return cmd_inspect(argc, argv);

@@ -28,8 +28,25 @@ def put(target, name, data):
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
+def wiki_seeds():
+    """The wikitext converter's seeds: the particular markup of the WikiExtractor comparison and
+    the lead of a real article; the dump reader's: a small dump as XML, bz2 and multistream bz2."""
+    import test_wiki_extract  # noqa: E402 - its EDGE_CASES
+    import wiki_dumps
+    for i, text in enumerate(test_wiki_extract.EDGE_CASES.values()):
+        put("wikitext", f"case{i:02d}.txt", text)
+    real = [p for p in wiki_dumps.real_pages() if p.ns == "0" and not p.redirect]
+    put("wikitext", "real_lead.txt", real[0].text[:3000])
+    pages = [wiki_dumps.Page(p.id, p.title, p.ns, p.text[:800], p.redirect) for p in wiki_dumps.real_pages()[:6]]
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, name in (("xml", "d.xml"), ("bz2", "d.xml.bz2"), ("multistream", "d-multistream.xml.bz2")):
+            wiki_dumps.write_dump(os.path.join(tmp, name), pages, kind=kind, pages_per_stream=2)
+            put("wiki_dump", name, open(os.path.join(tmp, name), "rb").read())
+
+
 def main():
     build = sys.argv[1]
+    wiki_seeds()
     tools = os.path.join(build, "src", "tools")
     cfg = {"model": TINY, "train": {"micro_batch": 2, "steps": 1, "threads": 1},
            "data": {"max_seq_length": 8, "max_predictions_per_seq": 2}}
