@@ -156,6 +156,12 @@ class ShardedTextWriter {
     close_shard();
     return files_;
   }
+
+  // After a failure: removes every file written, so that no partial text looks finished.
+  void discard() {
+    for (const std::string& f : files_) fs::remove(f);
+    files_.clear();
+  }
   uint64_t bytes() const { return total_; }
 
  private:
@@ -331,6 +337,15 @@ void write_manifest(const fs::path& dir, const std::string& id, const WikiExtrac
 
 }  // namespace
 
+bool unfinished_extraction(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || fs::exists(fs::path(dir) / kManifest)) return false;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (is_extraction_file(e.path())) return true;
+  }
+  return false;
+}
+
 WikiExtractSummary extract_wikipedia(const WikiExtractOptions& o) {
   if (o.dumps.empty()) fail(Code::invalid_argument, "no dump given");
   if (o.output_dir.empty()) fail(Code::invalid_argument, "no output directory given (--output)");
@@ -389,7 +404,12 @@ WikiExtractSummary extract_wikipedia(const WikiExtractOptions& o) {
     pipeline.stop(std::current_exception());
   }
   for (std::thread& t : threads) t.join();
-  pipeline.rethrow();
+  try {
+    pipeline.rethrow();
+  } catch (...) {
+    writer.discard();
+    throw;
+  }
 
   s.files = writer.finish();
   s.text_bytes = writer.bytes();

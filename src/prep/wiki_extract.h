@@ -2,8 +2,9 @@
 // are not redirects, converted to paragraphs (one line each), a blank line after each article,
 // written in dump order to DIR/wiki_00000.txt, DIR/wiki_00001.txt, ... of about `shard_bytes`.
 // Pages are converted on `threads` threads; a multistream dump with its index is also decoded in
-// parallel. DIR/wiki.done is written last: a run that stops before it leaves files the next run
-// removes before it starts again, and a finished run of the same dumps and options is kept.
+// parallel. DIR/wiki.done is written last: a run that fails removes what it wrote, one killed
+// leaves files the next run removes before it starts again (and that unfinished_extraction()
+// reports), and a finished run of the same dumps and options is kept.
 #pragma once
 
 #include <cstdint>
@@ -34,5 +35,8 @@ struct WikiExtractSummary {
 };
 
 WikiExtractSummary extract_wikipedia(const WikiExtractOptions& options);
+
+// True when `dir` holds wiki_NNNNN.txt files but no wiki.done: an extraction that did not finish.
+bool unfinished_extraction(const std::string& dir);
 
 }  // namespace bert

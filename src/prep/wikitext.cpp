@@ -771,8 +771,10 @@ std::string tidy_spacing(const std::string& text) {
   }
   t.resize(w);
   t = drop_punctuation_lines(t);
-  bool doubled_comma = false;  // one byte scan instead of a search per comma
-  for (size_t i = 0; i + 1 < t.size() && !doubled_comma; ++i) doubled_comma = t[i] == ',' && (t[i + 1] == ',' || t[i + 1] == '.');
+  bool doubled_comma = false;  // most articles have none: one scan from comma to comma
+  for (size_t c = t.find(','); c != npos && !doubled_comma; c = t.find(',', c + 1)) {
+    doubled_comma = c + 1 < t.size() && (t[c + 1] == ',' || t[c + 1] == '.');
+  }
   if (!doubled_comma) return t;
   t = replace_all(std::move(t), ",,", ",");
   return replace_all(std::move(t), ",.", ".");

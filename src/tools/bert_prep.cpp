@@ -334,7 +334,13 @@ std::vector<std::string> extract_dump_inputs(const Args& args, const std::vector
   std::vector<std::string> text_inputs;
   WikiExtractOptions wiki = wiki_options(args);
   wiki.output_dir = (std::filesystem::path(output) / "text").string();
-  for (const std::string& in : inputs) (is_dump_input(in) ? wiki.dumps : text_inputs).push_back(in);
+  for (const std::string& in : inputs) {
+    if (unfinished_extraction(in)) {
+      fail(Code::invalid_argument, "'", in, "' holds the files of a bert-prep wiki run that did not finish (no wiki.done): "
+           "run it again first");
+    }
+    (is_dump_input(in) ? wiki.dumps : text_inputs).push_back(in);
+  }
   if (wiki.dumps.empty()) return inputs;
   const WikiExtractSummary s = extract_wikipedia(wiki);
   print_wiki_summary(wiki.output_dir, s);

@@ -164,6 +164,15 @@ def assert_nothing_published(folder):
     assert not list(folder.glob("wiki_*.txt*"))
 
 
+def test_a_failure_after_finished_files_removes_them(tmp_path):
+    pages = W.recombined_pages(1500, seed=8)
+    xml = W.HEADER + "".join(p.xml() for p in pages)  # no closing tag: fails at the very end
+    (tmp_path / "cut.xml").write_text(xml)
+    err = prep("wiki", "--shard-mb", 1, "--output", tmp_path / "o", tmp_path / "cut.xml", ok=False).stderr
+    assert "cut.xml: malformed dump: no element found" in err, err
+    assert_nothing_published(tmp_path / "o")
+
+
 def test_bad_dumps_are_refused_with_offset_and_article(tmp_path):
     pages = W.recombined_pages(300, seed=4)
     W.write_dump(tmp_path / "d.xml.bz2", pages, kind="bz2")
@@ -226,6 +235,10 @@ def test_interrupted_run_restarts_cleanly_and_finished_run_is_kept(tmp_path):
     if (out / "wiki.done").exists():
         pytest.skip("the run finished before it could be killed")
     assert (out / "wiki_00000.txt").exists()
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]"] + [f"[unused{i}]" for i in range(99)] +
+                                                 ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a"]) + "\n")
+    err = prep("shards", "--vocab", tmp_path / "vocab.txt", "--output", tmp_path / "shards", out, ok=False).stderr
+    assert "holds the files of a bert-prep wiki run that did not finish (no wiki.done)" in err, err
     rerun = prep("wiki", "--shard-mb", 1, "--output", out, tmp_path / "d.xml").stdout
     assert "an interrupted run left" in rerun and "started again" in rerun, rerun
     assert text_of(out) == reference and (out / "wiki.done").exists()
