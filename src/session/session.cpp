@@ -720,8 +720,8 @@ void Session::check_directory_owner() const {
     if (c.readable && c.run_id == owner) theirs += (theirs.empty() ? "" : ", ") + fs::path(c.path).filename().string();
   }
   fail(Code::checkpoint, "checkpoint.dir '", dir, "' holds checkpoints of another run (run id ", owner, ": ", theirs,
-       "); this is run ", run_id_, ": continue that run with bert_checkpoint_resume (bert-train --resume), or move them "
-       "away (bert-train --overwrite) or use another checkpoint.dir");
+       "); this is run ", run_id_, ": continue that run with bert_checkpoint_resume, move them away, or use another "
+       "checkpoint.dir");
 }
 
 // Settings that give the saved state its meaning: another optimizer's moments or another

@@ -181,8 +181,14 @@ TEST(Training, EvalOnConfiguredDataReportsAccuracy) {
   EXPECT_EQ(e.sequences, 4 * 4);  // data.eval_batches (4) micro-batches of 4
   EXPECT_GT(e.masked_tokens, 0);
   EXPECT_NEAR(e.mlm_loss, std::log(100.0), 1.0);  // an untrained model is close to uniform
-  EXPECT_GE(e.mlm_accuracy, 0.0);
-  EXPECT_LE(e.nsp_accuracy, 1.0);
+  EXPECT_LT(e.mlm_accuracy, 0.2);  // untrained: chance is 1 in 100
+  // Each accuracy is a count of right answers over its total.
+  const double mlm_right = e.mlm_accuracy * static_cast<double>(e.masked_tokens);
+  const double nsp_right = e.nsp_accuracy * static_cast<double>(e.sequences);
+  EXPECT_NEAR(mlm_right, std::round(mlm_right), 1e-6);
+  EXPECT_NEAR(nsp_right, std::round(nsp_right), 1e-6);
+  EXPECT_GE(nsp_right, 0.0);
+  EXPECT_LE(nsp_right, static_cast<double>(e.sequences));
   // Every evaluation without a batch sees the same data: unchanged weights, identical result.
   bert_eval_result again;
   bert_eval_result_init(&again);

@@ -172,12 +172,14 @@ class Session:
 
     def __init__(self, config: ConfigLike, dist: Union[None, Dist, Mapping[str, object]] = None):
         self._native = _native.NativeSession(_config_text(config), *_dist_args(dist))
+        self._param_shapes: Optional[dict[str, tuple[int, ...]]] = None  # fixed for the session's life
         _open_sessions.add(self)
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
         """Frees the engine session (bert_session_destroy). Later calls raise InvalidArgumentError."""
         self._native.close()
+        self._param_shapes = None
 
     @property
     def closed(self) -> bool:
@@ -299,13 +301,19 @@ class Session:
     # -- parameters -------------------------------------------------------------------------
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         """Parameter names (Hugging Face BertForPreTraining) and shapes, in engine order."""
-        return {name: tuple(shape) for name, shape in self._native.params()}
+        return dict(self._shapes())
 
     def param_names(self) -> list[str]:
-        return list(self.param_shapes())
+        return list(self._shapes())
+
+    def _shapes(self) -> dict[str, tuple[int, ...]]:
+        """Asked of the engine once: state_dict() and friends look a name up per parameter."""
+        if self._param_shapes is None:
+            self._param_shapes = {name: tuple(shape) for name, shape in self._native.params()}
+        return self._param_shapes
 
     def _shape(self, name: str) -> tuple[int, ...]:
-        shapes = self.param_shapes()
+        shapes = self._shapes()
         if name not in shapes:
             raise KeyError(f"no parameter named {name!r}")
         return shapes[name]

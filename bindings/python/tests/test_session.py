@@ -103,6 +103,23 @@ def test_parameters(tiny):
             s.read_param("nope")
 
 
+def test_state_dict_asks_the_engine_for_the_names_once(tiny):
+    with bertengine.Session(tiny) as s:
+        native, calls = s._native, []
+
+        class Counting:  # the native session, counting its params() calls
+            def __getattr__(self, name):
+                if name == "params":
+                    calls.append(name)
+                return getattr(native, name)
+
+        s._native = Counting()
+        state = s.state_dict()
+        s._native = native
+        assert len(state) == len(s.param_names()) > 20 and len(calls) <= 1
+        assert state["bert.embeddings.word_embeddings.weight"].shape == (100, 32)
+
+
 def test_bad_batches(tiny):
     b = make_batch()
     with bertengine.Session(tiny) as s:
