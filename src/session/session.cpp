@@ -399,7 +399,7 @@ void Session::allreduce() {
     if (config_.dist.clip_per_rank && accum_micro_ > 0) clip_local_gradient();
     if (shard_counts_.empty()) sync_->finish();
     else comm_->reduce_scatter_sum(model_->grad_data(), shard_counts_);
-    if (comm_->world_size() > 1) measure_token_imbalance();
+    if (comm_->world_size() > 1 && (global_step_ + 1) % config_.train.log_every == 0) log_token_imbalance();
   });
 }
 
@@ -418,9 +418,10 @@ void Session::clip_local_gradient() {
   if (std::isfinite(norm) && norm > max_norm) ops_->scale(model_->grad_data(), static_cast<float>(max_norm / norm), table.total_elems);
 }
 
-// Every rank's real-token count of this step, gathered in one small all-reduce: the
-// imbalance (heaviest rank / mean - 1) is how long the others wait for the slowest.
-void Session::measure_token_imbalance() {
+// On logging steps, every rank's real-token count of the step, gathered in one small all-reduce
+// (every rank takes part; rank 0 logs): the imbalance (heaviest rank / mean - 1) is how long the
+// others wait for the slowest.
+void Session::log_token_imbalance() {
   std::vector<float> tokens(comm_->world_size(), 0.0f);
   tokens[comm_->rank()] = static_cast<float>(accum_tokens_);
   comm_->allreduce_host(tokens.data(), static_cast<int64_t>(tokens.size()), ReduceOp::sum);
@@ -431,14 +432,12 @@ void Session::measure_token_imbalance() {
     if (tokens[r] > tokens[heaviest]) heaviest = r;
   }
   const double mean = sum / tokens.size();
-  token_imbalance_ = mean > 0 ? tokens[heaviest] / mean - 1.0 : 0.0;
-  if (comm_->rank() == 0 && (global_step_ + 1) % config_.train.log_every == 0) {
-    std::ostringstream os;
-    os << "step " << global_step_ + 1 << ": real tokens per rank: mean " << mean << ", heaviest rank " << heaviest
-       << " " << tokens[heaviest] << ", imbalance " << std::fixed << std::setprecision(2) << 100.0 * token_imbalance_
-       << "%";
-    log_message(log_info, os.str());
-  }
+  const double imbalance = mean > 0 ? tokens[heaviest] / mean - 1.0 : 0.0;
+  if (comm_->rank() != 0) return;
+  std::ostringstream os;
+  os << "step " << global_step_ + 1 << ": real tokens per rank: mean " << mean << ", heaviest rank " << heaviest << " "
+     << tokens[heaviest] << ", imbalance " << std::fixed << std::setprecision(2) << 100.0 * imbalance << "%";
+  log_message(log_info, os.str());
 }
 
 StepStats Session::optimizer_step() {
@@ -470,7 +469,6 @@ StepStats Session::optimizer_step() {
     ++global_step_;
     s.step = global_step_;
     s.grad_norm = r.grad_norm;
-    s.token_imbalance = token_imbalance_;
     s.skipped = r.skipped;
     s.micro_batches = accum_micro_;
     s.mlm_loss = accum_mlm_ / accum_micro_;

@@ -35,7 +35,6 @@ struct StepStats {
   int64_t step = 0;
   double loss = 0, mlm_loss = 0, nsp_loss = 0;  // loss: the task's loss (pretraining: mlm + nsp)
   double learning_rate = 0, grad_norm = 0, loss_scale = 1;
-  double token_imbalance = 0;  // heaviest rank's real tokens / mean over ranks - 1 (0 with one rank)
   bool skipped = false;
   int micro_batches = 0;
   int64_t sequences = 0, tokens = 0;
@@ -167,7 +166,7 @@ class Session {
   // The same for an optimizer moment (this rank's slice when sharded: gathered from every rank,
   // COLLECTIVE then).
   const float* host_moment(float* moment, std::vector<float>& copy);
-  void measure_token_imbalance();
+  void log_token_imbalance();
   ForwardStats eval_whole_set();
   EvalStats eval_task(const BatchView& batch);
   template <typename F>
@@ -199,7 +198,6 @@ class Session {
   int accum_micro_ = 0;
   double accum_mlm_ = 0, accum_nsp_ = 0, accum_task_ = 0;
   int64_t accum_sequences_ = 0, accum_tokens_ = 0;
-  double token_imbalance_ = 0;  // of the last all-reduced step
   std::atomic<bool> abort_{false};
 };
 
