@@ -152,7 +152,9 @@ class PageAssembler {
   }
 
   void start(std::string_view name, const XML_Char** /*attributes*/) {
-    const std::string parent = path_.empty() ? std::string() : path_.back();
+    // Decided before the push below, which may reallocate the stack the parent's name lives in.
+    const bool page_child = in_page_ && !path_.empty() && path_.back() == "page";
+    const bool revision_child = in_page_ && !path_.empty() && path_.back() == "revision";
     path_.emplace_back(name);
     field_ = Field::none;
     if (name == "page") {
@@ -160,19 +162,20 @@ class PageAssembler {
       in_page_ = true;
       page_ = WikiPage{};
       has_id_ = false;
-    } else if (in_page_ && parent == "page" && name == "title") {
+    } else if (page_child && name == "title") {
       field_ = Field::title;
-    } else if (in_page_ && parent == "page" && name == "ns") {
+    } else if (page_child && name == "ns") {
       field_ = Field::ns;
-    } else if (in_page_ && parent == "page" && name == "id" && !has_id_) {
+    } else if (page_child && name == "id" && !has_id_) {
       field_ = Field::id;
-    } else if (in_page_ && parent == "page" && name == "redirect") {
+    } else if (page_child && name == "redirect") {
       page_.redirect = true;
-    } else if (in_page_ && parent == "revision" && name == "text") {
+    } else if (revision_child && name == "text") {
       field_ = Field::text;
       page_.text.clear();
     }
   }
+
 
   void end(std::string_view name) {
     if (field_ == Field::id) has_id_ = true;

@@ -347,8 +347,7 @@ bool url_char(std::string_view s, size_t i, size_t* n) {
 
 // [url label] -> label; [url] -> nothing.
 std::string replace_external_links(std::string text) {
-  std::string out;
-  out.reserve(text.size());
+  std::string out;  // built only once a link is found
   size_t cur = 0;
   for (size_t open = text.find('['); open != npos; open = text.find('[', open + 1)) {
     if (open < cur) continue;
@@ -760,7 +759,7 @@ std::string tidy_spacing(const std::string& text) {
     i = j;
     if (text[i] == '.') {
       while (j < text.size() && text[j] == '.') ++j;
-      const size_t dots = std::min<size_t>(j - i >= 4 ? 3 : j - i, 3);
+      const size_t dots = j - i >= 4 ? 3 : j - i;
       std::memset(out + w, '.', dots);
       w += dots;
     } else {

@@ -198,6 +198,13 @@ def test_bad_dumps_are_refused_with_offset_and_article(tmp_path):
     assert "bad.xml: malformed dump: mismatched tag at XML line" in err, err
     assert f"after article '{pages[4].title}'" in err and "inside article 'Broken page'" in err, err
     assert_nothing_published(tmp_path / "o3")
+    # A page larger than the 64 MiB any article needs: refused by name, not read into memory whole.
+    huge = W.Page(7, "Endless page", "0", "word " * (13 * 2**20 + 1))
+    (tmp_path / "huge.xml").write_text(W.HEADER + huge.xml() + W.FOOTER)
+    err = prep("wiki", "--output", tmp_path / "o9", tmp_path / "huge.xml", ok=False).stderr
+    assert "huge.xml: malformed dump: article 'Endless page' is larger than 64 MiB" in err, err
+    assert_nothing_published(tmp_path / "o9")
+    (tmp_path / "huge.xml").unlink()
     # An XML file that ends before </mediawiki>.
     (tmp_path / "short.xml").write_text(good)
     err = prep("wiki", "--output", tmp_path / "o4", tmp_path / "short.xml", ok=False).stderr
