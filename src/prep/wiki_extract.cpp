@@ -157,8 +157,14 @@ class ShardedTextWriter {
     return files_;
   }
 
-  // After a failure: removes every file written, so that no partial text looks finished.
+  // After a failure: removes every file written, so that no partial text looks finished (the
+  // open one first: its name counts the finished ones).
   void discard() {
+    if (file_ != nullptr) {
+      std::fclose(file_);
+      file_ = nullptr;
+      fs::remove(temp_path());
+    }
     for (const std::string& f : files_) fs::remove(f);
     files_.clear();
   }
