@@ -32,6 +32,19 @@ class StagedOperands {
   int keep_;
 };
 
+// What every attention path derives from (heads, head_dim) and the dropout site.
+struct AttentionShape {
+  AttentionShape(int heads, int head_dim, const DropoutSite& site)
+      : H(static_cast<int64_t>(heads) * head_dim),
+        ld_qkv(3 * H),
+        scale(1.0f / std::sqrt(static_cast<float>(head_dim))),
+        keep_scale(1.0f / (1.0f - site.p)) {}
+  int64_t H;         // the hidden width, heads · head_dim
+  int64_t ld_qkv;    // the row stride of the packed [T, 3H] Q, K, V
+  float scale;       // of the scores, 1/sqrt(head_dim)
+  float keep_scale;  // of the kept probabilities, 1/(1 - p)
+};
+
 }  // namespace
 
 void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
@@ -45,40 +58,26 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
     attention_fwd_by_head(ctx, probs, qkv, key_bias, layout.num_seqs(), L, heads, head_dim, site);
     return;
   }
-  const int64_t H = static_cast<int64_t>(heads) * head_dim;
-  const int64_t ld_qkv = 3 * H;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const float keep_scale = 1.0f / (1.0f - site.p);
+  const AttentionShape a(heads, head_dim, site);
+  const int64_t H = a.H, ld = a.ld_qkv;
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
+  gemm_->stage(qkv, layout.total_tokens() * ld);  // Q, K, V cast to 16 bits once, not per GEMM
   int64_t offset = 0;  // probs_offset of sequence b
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld_qkv;  // [L, 3H]
-    GemmArgs scores;                     // P_h = Q_h [L, D] · K_h[L, D]^T, into probs
-    scores.trans_b = true;
-    scores.m = L;
-    scores.n = L;
-    scores.k = head_dim;
-    scores.A = q;
-    scores.lda = ld_qkv;
-    scores.stride_a = head_dim;
-    scores.B = q + H;
-    scores.ldb = ld_qkv;
-    scores.stride_b = head_dim;
-    scores.C = probs + offset;
-    scores.ldc = L;
-    scores.stride_c = L * L;
-    scores.batch = heads;
-    gemm_->run(scores);
+    const ConstAct q = qkv + s0 * ld;  // [L, 3H]
+    // P_h = Q_h [L, D] · K_h[L, D]^T, into probs
+    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = q, .lda = ld, .stride_a = head_dim,
+                .B = q + H, .ldb = ld, .stride_b = head_dim, .C = probs + offset, .ldc = L, .stride_c = L * L,
+                .batch = heads});
     offset += static_cast<int64_t>(heads) * L * L;
   }
-  kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, scale, site, keep_scale, stream_);
+  kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, a.scale, site, a.keep_scale, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, elems);
   offset = 0;
@@ -86,21 +85,10 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    GemmArgs pv;  // ctx_h [L, D] = dropout(P_h) [L, L] · V_h [L, D]
-    pv.m = L;
-    pv.n = head_dim;
-    pv.k = L;
-    pv.A = p + offset;
-    pv.lda = L;
-    pv.stride_a = L * L;
-    pv.B = qkv + s0 * ld_qkv + 2 * H;
-    pv.ldb = ld_qkv;
-    pv.stride_b = head_dim;
-    pv.C = ctx + s0 * H;
-    pv.ldc = H;
-    pv.stride_c = head_dim;
-    pv.batch = heads;
-    gemm_->run(pv);
+    // ctx_h [L, D] = dropout(P_h) [L, L] · V_h [L, D]
+    gemm_->run({.m = L, .n = head_dim, .k = L, .A = p + offset, .lda = L, .stride_a = L * L,
+                .B = qkv + s0 * ld + 2 * H, .ldb = ld, .stride_b = head_dim, .C = ctx + s0 * H, .ldc = H,
+                .stride_c = head_dim, .batch = heads});
     offset += static_cast<int64_t>(heads) * L * L;
   }
 }
@@ -116,19 +104,17 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
     attention_bwd_by_head(dqkv, dctx, qkv, probs, layout.num_seqs(), L, heads, head_dim, site);
     return;
   }
-  const int64_t H = static_cast<int64_t>(heads) * head_dim;
-  const int64_t ld_qkv = 3 * H;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const float keep_scale = 1.0f / (1.0f - site.p);
+  const AttentionShape a(heads, head_dim, site);
+  const int64_t H = a.H, ld = a.ld_qkv;
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const Act dgrad = scratch_act(*attn_b_, elems);                                // likewise
   // The dropout index of an element is its index in probs, for all sequences at once.
-  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, keep_scale, 0, stream_);
+  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, a.keep_scale, 0, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, layout.total_tokens() * ld_qkv);  // cast to 16 bits once, not per GEMM
+  gemm_->stage(qkv, layout.total_tokens() * ld);  // cast to 16 bits once, not per GEMM
   gemm_->stage(dctx, layout.total_tokens() * H);
   gemm_->stage(p, elems);
   int64_t offset = 0;
@@ -136,65 +122,30 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld_qkv;  // [L, 3H]
-    const ConstAct dc = dctx + s0 * H;     // [L, H]
-    GemmArgs dv;  // dV_h [L, D] = dropout(P_h)^T · dctx_h
-    dv.trans_a = true;
-    dv.m = L;
-    dv.n = head_dim;
-    dv.k = L;
-    dv.A = p + offset;
-    dv.lda = L;
-    dv.stride_a = L * L;
-    dv.B = dc;
-    dv.ldb = H;
-    dv.stride_b = head_dim;
-    dv.C = dqkv + s0 * ld_qkv + 2 * H;
-    dv.ldc = ld_qkv;
-    dv.stride_c = head_dim;
-    dv.batch = heads;
-    gemm_->run(dv);
-    GemmArgs dp;  // d(dropout(P_h)) [L, L] = dctx_h · V_h^T
-    dp.trans_b = true;
-    dp.m = L;
-    dp.n = L;
-    dp.k = head_dim;
-    dp.A = dc;
-    dp.lda = H;
-    dp.stride_a = head_dim;
-    dp.B = q + 2 * H;
-    dp.ldb = ld_qkv;
-    dp.stride_b = head_dim;
-    dp.C = dgrad + offset;
-    dp.ldc = L;
-    dp.stride_c = L * L;
-    dp.batch = heads;
-    gemm_->run(dp);
+    const ConstAct q = qkv + s0 * ld;   // [L, 3H]
+    const ConstAct dc = dctx + s0 * H;  // [L, H]
+    // dV_h [L, D] = dropout(P_h)^T · dctx_h
+    gemm_->run({.trans_a = true, .m = L, .n = head_dim, .k = L, .A = p + offset, .lda = L, .stride_a = L * L,
+                .B = dc, .ldb = H, .stride_b = head_dim, .C = dqkv + s0 * ld + 2 * H, .ldc = ld,
+                .stride_c = head_dim, .batch = heads});
+    // d(dropout(P_h)) [L, L] = dctx_h · V_h^T
+    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = dc, .lda = H, .stride_a = head_dim,
+                .B = q + 2 * H, .ldb = ld, .stride_b = head_dim, .C = dgrad + offset, .ldc = L, .stride_c = L * L,
+                .batch = heads});
     offset += static_cast<int64_t>(heads) * L * L;
   }
-  kernels::attention_softmax_bwd(dgrad, probs, seqs, heads, scale, site, keep_scale, stream_);
+  kernels::attention_softmax_bwd(dgrad, probs, seqs, heads, a.scale, site, a.keep_scale, stream_);
   gemm_->stage(dgrad, elems);  // dS feeds two GEMMs: cast once
   offset = 0;
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b];
     const int64_t L = layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld_qkv;  // [L, 3H]
-    const Act dq = dqkv + s0 * ld_qkv;      // [L, 3H]
-    GemmArgs dqg;  // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
-    dqg.m = L;
-    dqg.n = head_dim;
-    dqg.k = L;
-    dqg.A = dgrad + offset;
-    dqg.lda = L;
-    dqg.stride_a = L * L;
-    dqg.B = q + H;
-    dqg.ldb = ld_qkv;
-    dqg.stride_b = head_dim;
-    dqg.C = dq;
-    dqg.ldc = ld_qkv;
-    dqg.stride_c = head_dim;
-    dqg.batch = heads;
+    const ConstAct q = qkv + s0 * ld;  // [L, 3H]
+    const Act dq = dqkv + s0 * ld;      // [L, 3H]
+    // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
+    const GemmArgs dqg{.m = L, .n = head_dim, .k = L, .A = dgrad + offset, .lda = L, .stride_a = L * L, .B = q + H,
+                       .ldb = ld, .stride_b = head_dim, .C = dq, .ldc = ld, .stride_c = head_dim, .batch = heads};
     gemm_->run(dqg);
     GemmArgs dk = dqg;  // dK_h [L, D] = dS_h^T · Q_h
     dk.trans_a = true;
@@ -229,122 +180,63 @@ kernels::SoftmaxSequences CudaOps::softmax_sequences(const AttentionLayout& layo
 // GEMM runs once per head, batched over the sequences.
 void CudaOps::attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs,
                                     int64_t L, int heads, int head_dim, const DropoutSite& site) {
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
+  const AttentionShape a(heads, head_dim, site);
+  const int64_t H = a.H, ld = a.ld_qkv;
   const int64_t block = heads * L * L;  // one sequence's probabilities
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const float keep_scale = 1.0f / (1.0f - site.p);
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, seqs * block) : Act();
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, seqs * L * ld_qkv);
+  gemm_->stage(qkv, seqs * L * ld);
   for (int h = 0; h < heads; ++h) {
-    GemmArgs scores;  // P[b, h] = Q[b, h] · K[b, h]^T for every sequence b
-    scores.trans_b = true;
-    scores.m = L;
-    scores.n = L;
-    scores.k = head_dim;
-    scores.A = qkv + h * head_dim;
-    scores.lda = ld_qkv;
-    scores.stride_a = L * ld_qkv;
-    scores.B = qkv + H + h * head_dim;
-    scores.ldb = ld_qkv;
-    scores.stride_b = L * ld_qkv;
-    scores.C = probs + h * L * L;
-    scores.ldc = L;
-    scores.stride_c = block;
-    scores.batch = seqs;
-    gemm_->run(scores);
+    // P[b, h] = Q[b, h] · K[b, h]^T for every sequence b
+    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = qkv + h * head_dim, .lda = ld,
+                .stride_a = L * ld, .B = qkv + H + h * head_dim, .ldb = ld, .stride_b = L * ld,
+                .C = probs + h * L * L, .ldc = L, .stride_c = block, .batch = seqs});
   }
   const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
-  kernels::attention_softmax_fwd(probs, dropped, key_bias, padded, heads, scale, site, keep_scale, stream_);
+  kernels::attention_softmax_fwd(probs, dropped, key_bias, padded, heads, a.scale, site, a.keep_scale, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, seqs * block);
   for (int h = 0; h < heads; ++h) {
-    GemmArgs pv;  // ctx[b, h] = dropout(P[b, h]) · V[b, h]
-    pv.m = L;
-    pv.n = head_dim;
-    pv.k = L;
-    pv.A = p + h * L * L;
-    pv.lda = L;
-    pv.stride_a = block;
-    pv.B = qkv + 2 * H + h * head_dim;
-    pv.ldb = ld_qkv;
-    pv.stride_b = L * ld_qkv;
-    pv.C = ctx + h * head_dim;
-    pv.ldc = H;
-    pv.stride_c = L * H;
-    pv.batch = seqs;
-    gemm_->run(pv);
+    // ctx[b, h] = dropout(P[b, h]) · V[b, h]
+    gemm_->run({.m = L, .n = head_dim, .k = L, .A = p + h * L * L, .lda = L, .stride_a = block,
+                .B = qkv + 2 * H + h * head_dim, .ldb = ld, .stride_b = L * ld, .C = ctx + h * head_dim, .ldc = H,
+                .stride_c = L * H, .batch = seqs});
   }
 }
 
 void CudaOps::attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs,
                                     int64_t L, int heads, int head_dim, const DropoutSite& site) {
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
+  const AttentionShape a(heads, head_dim, site);
+  const int64_t H = a.H, ld = a.ld_qkv;
   const int64_t block = heads * L * L;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const float keep_scale = 1.0f / (1.0f - site.p);
   const size_t all = static_cast<size_t>(seqs) * block;
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, all) : Act();
   const Act dgrad = scratch_act(*attn_b_, all);
   // The dropout index of an element is its index in probs, for all sequences at once.
-  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, keep_scale, 0, stream_);
+  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, a.keep_scale, 0, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, seqs * L * ld_qkv);
+  gemm_->stage(qkv, seqs * L * ld);
   gemm_->stage(dctx, seqs * L * H);
   gemm_->stage(p, seqs * block);
   for (int h = 0; h < heads; ++h) {
-    GemmArgs dv;  // dV[b, h] = dropout(P[b, h])^T · dctx[b, h]
-    dv.trans_a = true;
-    dv.m = L;
-    dv.n = head_dim;
-    dv.k = L;
-    dv.A = p + h * L * L;
-    dv.lda = L;
-    dv.stride_a = block;
-    dv.B = dctx + h * head_dim;
-    dv.ldb = H;
-    dv.stride_b = L * H;
-    dv.C = dqkv + 2 * H + h * head_dim;
-    dv.ldc = ld_qkv;
-    dv.stride_c = L * ld_qkv;
-    dv.batch = seqs;
-    gemm_->run(dv);
-    GemmArgs dp;  // d(dropout(P[b, h])) = dctx[b, h] · V[b, h]^T
-    dp.trans_b = true;
-    dp.m = L;
-    dp.n = L;
-    dp.k = head_dim;
-    dp.A = dctx + h * head_dim;
-    dp.lda = H;
-    dp.stride_a = L * H;
-    dp.B = qkv + 2 * H + h * head_dim;
-    dp.ldb = ld_qkv;
-    dp.stride_b = L * ld_qkv;
-    dp.C = dgrad + h * L * L;
-    dp.ldc = L;
-    dp.stride_c = block;
-    dp.batch = seqs;
-    gemm_->run(dp);
+    // dV[b, h] = dropout(P[b, h])^T · dctx[b, h]
+    gemm_->run({.trans_a = true, .m = L, .n = head_dim, .k = L, .A = p + h * L * L, .lda = L, .stride_a = block,
+                .B = dctx + h * head_dim, .ldb = H, .stride_b = L * H, .C = dqkv + 2 * H + h * head_dim, .ldc = ld,
+                .stride_c = L * ld, .batch = seqs});
+    // d(dropout(P[b, h])) = dctx[b, h] · V[b, h]^T
+    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = dctx + h * head_dim, .lda = H,
+                .stride_a = L * H, .B = qkv + 2 * H + h * head_dim, .ldb = ld, .stride_b = L * ld,
+                .C = dgrad + h * L * L, .ldc = L, .stride_c = block, .batch = seqs});
   }
   const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
-  kernels::attention_softmax_bwd(dgrad, probs, padded, heads, scale, site, keep_scale, stream_);
+  kernels::attention_softmax_bwd(dgrad, probs, padded, heads, a.scale, site, a.keep_scale, stream_);
   gemm_->stage(dgrad, seqs * block);  // dS feeds two GEMMs per head: cast once
   for (int h = 0; h < heads; ++h) {
-    GemmArgs dq;  // dQ[b, h] = dS[b, h] · K[b, h]
-    dq.m = L;
-    dq.n = head_dim;
-    dq.k = L;
-    dq.A = dgrad + h * L * L;
-    dq.lda = L;
-    dq.stride_a = block;
-    dq.B = qkv + H + h * head_dim;
-    dq.ldb = ld_qkv;
-    dq.stride_b = L * ld_qkv;
-    dq.C = dqkv + h * head_dim;
-    dq.ldc = ld_qkv;
-    dq.stride_c = L * ld_qkv;
-    dq.batch = seqs;
+    // dQ[b, h] = dS[b, h] · K[b, h]
+    const GemmArgs dq{.m = L, .n = head_dim, .k = L, .A = dgrad + h * L * L, .lda = L, .stride_a = block,
+                      .B = qkv + H + h * head_dim, .ldb = ld, .stride_b = L * ld, .C = dqkv + h * head_dim, .ldc = ld,
+                      .stride_c = L * ld, .batch = seqs};
     gemm_->run(dq);
     GemmArgs dk = dq;  // dK[b, h] = dS[b, h]^T · Q[b, h]
     dk.trans_a = true;

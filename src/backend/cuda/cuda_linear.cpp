@@ -32,20 +32,9 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   for (int i = 0; i < K; ++i) w[i * K + i] = 1.0f;
   const size_t in_bytes = host.size() * sizeof(float);
   auto* device = static_cast<float*>(alloc(in_bytes + 2 * M * K * sizeof(float)));
-  GemmArgs g;
-  g.trans_b = true;
-  g.m = M;
-  g.n = K;
-  g.k = K;
-  g.A = device;
-  g.lda = K;
-  g.B = device + M * K;
-  g.ldb = K;
-  g.C = device + host.size();
-  g.ldc = K;
-  g.epilogue = GemmEpilogue::gelu_aux_bias;
-  g.bias = device + M * K + K * K;
-  g.aux = device + host.size() + M * K;
+  const GemmArgs g{.trans_b = true, .m = M, .n = K, .k = K, .A = device, .lda = K, .B = device + M * K, .ldb = K,
+                   .C = device + host.size(), .ldc = K, .epilogue = GemmEpilogue::gelu_aux_bias,
+                   .bias = device + M * K + K * K, .aux = device + host.size() + M * K};
   GeluProbe probe;
   try {
     upload(device, host.data(), in_bytes);
@@ -71,17 +60,8 @@ void CudaOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
   BERT_CHECK(act == Activation::none || pre_act.data != nullptr, Code::invalid_argument,
              "linear_fwd: an activation needs a pre_act buffer");
   if (M == 0) return;
-  GemmArgs g;  // [M, N] = in [M, K] · W[N, K]^T
-  g.trans_b = true;
-  g.m = M;
-  g.n = N;
-  g.k = K;
-  g.A = in;
-  g.lda = K;
-  g.B = W;
-  g.ldb = K;
-  g.ldc = N;
-  g.bias = b;
+  // [M, N] = in [M, K] · W[N, K]^T
+  GemmArgs g{.trans_b = true, .m = M, .n = N, .k = K, .A = in, .lda = K, .B = W, .ldb = K, .ldc = N, .bias = b};
   if (act == Activation::gelu_tanh && fuses_gelu_tanh() && b != nullptr && N % 8 == 0) {
     g.C = out;
     g.epilogue = GemmEpilogue::gelu_aux_bias;
@@ -117,33 +97,14 @@ void CudaOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, Cons
     kernels::column_sum_add(db, dpre, M, N, partials_->get_as<double>(partials), stream_);
   }
   if (dW != nullptr) {
-    GemmArgs g;  // dW[N, K] += dpre[M, N]^T · in[M, K]
-    g.trans_a = true;
-    g.m = N;
-    g.n = K;
-    g.k = M;
-    g.A = dpre;
-    g.lda = N;
-    g.B = in;
-    g.ldb = K;
-    g.C = dW;
-    g.ldc = K;
-    g.beta = 1.0f;
-    gemm_->run(g);
+    // dW[N, K] += dpre[M, N]^T · in[M, K]
+    gemm_->run({.trans_a = true, .m = N, .n = K, .k = M, .A = dpre, .lda = N, .B = in, .ldb = K, .C = dW, .ldc = K,
+                .beta = 1.0f});
   }
   if (din.data != nullptr) {
-    GemmArgs g;  // din[M, K] (+)= dpre[M, N] · W[N, K]
-    g.m = M;
-    g.n = K;
-    g.k = N;
-    g.A = dpre;
-    g.lda = N;
-    g.B = W;
-    g.ldb = K;
-    g.C = din;
-    g.ldc = K;
-    g.beta = accumulate_din ? 1.0f : 0.0f;
-    gemm_->run(g);
+    // din[M, K] (+)= dpre[M, N] · W[N, K]
+    gemm_->run({.m = M, .n = K, .k = N, .A = dpre, .lda = N, .B = W, .ldb = K, .C = din, .ldc = K,
+                .beta = accumulate_din ? 1.0f : 0.0f});
   }
 }
 
