@@ -1,10 +1,8 @@
-// BertModel forward and backward (post-LN BERT, HF/NVIDIA DLE numerics) over the Ops interface.
-// Dropout tensor ids: 0 = embeddings; for layer l: 4l+1 attention probs, 4l+2 attention output,
-// 4l+3 FFN output; 4L the classifier input of the fine-tuning heads. The MLM head runs only on
-// the masked rows, the decoder is the (padded) word-embedding matrix, and padding vocabulary
-// columns are excluded from the softmax. The fine-tuning heads follow Hugging Face's
-// BertForSequenceClassification (MSE when num_labels == 1), BertForQuestionAnswering and
-// BertForTokenClassification, losses included.
+// BertModel: construction, the run (direct or recorded), and the encoder's forward and backward
+// (post-LN BERT, HF/NVIDIA DLE numerics) over the Ops interface as straight op lists. Dropout
+// tensor ids (embedding_dropout, layer_dropout, head_dropout): 0 = embeddings; for layer l:
+// 4l+1 attention probs, 4l+2 attention output, 4l+3 FFN output; 4L the classifier input of the
+// fine-tuning heads. The heads live in head_*.cpp, one file each.
 #include "model/bert_model.h"
 
 #include <algorithm>
@@ -334,125 +332,118 @@ ForwardStats BertModel::pretraining_losses(int B, int64_t rows, int64_t masked) 
   return stats;
 }
 
+DropoutSite BertModel::embedding_dropout(const DropoutStream& d) const {
+  return site(d, 0, config_.hidden_dropout_prob);
+}
+
+DropoutSite BertModel::layer_dropout(const DropoutStream& d, int layer, LayerDropout which) const {
+  const float p = which == LayerDropout::attention_probs ? config_.attention_probs_dropout_prob
+                                                         : config_.hidden_dropout_prob;
+  return site(d, 4 * static_cast<uint32_t>(layer) + static_cast<uint32_t>(which), p);
+}
+
+DropoutSite BertModel::head_dropout(const DropoutStream& d) const {
+  return site(d, 4 * static_cast<uint32_t>(config_.num_hidden_layers), config_.hidden_dropout_prob);
+}
+
 ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
                                 const std::atomic<bool>* abort, const OutputRequest* output) {
-  const BertConfig& c = config_;
-  const ParamTable& P = table_;
-  const int64_t T = in.tokens();
-  const int B = in.batch_size();
-  const int64_t Nm = static_cast<int64_t>(in.mlm_rows.size());
-  const int H = c.hidden_size, I = c.intermediate_size, A = c.num_attention_heads, D = c.head_dim();
-  const int V = c.vocab_size, Vp = c.padded_vocab_size();
-  const float eps = c.layer_norm_eps, p_hidden = c.hidden_dropout_prob;
-  const Activation act = c.activation();
-  float* W = params_;
-  float* G = grads_;
+  embeddings_forward(in, drop);
+  const ConstAct h = encoder_forward(in, drop, abort);
+  if (output && output->what == ModelOutput::hidden) copy_out_tokens(output->host, h, in, config_.hidden_size);
   const float loss_scale = backward ? backward->loss_scale : 1.0f;
+  const ForwardStats stats = head(in, h, drop, backward != nullptr, loss_scale, output);
+  if (!backward) return stats;
   auto grads_ready = [&](int64_t offset) {
-    if (backward && backward->on_grads_ready) backward->on_grads_ready(offset);
+    if (backward->on_grads_ready) backward->on_grads_ready(offset);
   };
+  // The heads' gradients are final (the tied decoder's word_emb also takes the embeddings').
+  grads_ready(task_.has_pooler() ? table_.pooler_w : table_.head_w);
+  const ConstAct dh = encoder_backward(in, drop, abort, grads_ready);
+  embeddings_backward(in, drop, dh);
+  grads_ready(0);
+  return stats;
+}
 
-  // ---- embeddings --------------------------------------------------------------------
-  ops_.embedding_fwd(emb_sum_, word_ids_, pos_ids_, type_ids_, W + P.word_emb, W + P.pos_emb,
-                     W + P.type_emb, T, H);
-  ops_.layernorm_fwd(emb_ln_, emb_mean_, emb_rstd_, emb_sum_, W + P.emb_ln_g, W + P.emb_ln_b, T, H, eps);
-  ops_.dropout_residual_fwd(hidden0_, emb_ln_, nullptr, T * H, site(drop, 0, p_hidden));
+ForwardStats BertModel::head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, bool backward,
+                             float loss_scale, const OutputRequest* output) {
+  switch (task_.type) {
+    case TaskType::pretraining: return pretraining_head(in, h, backward, loss_scale, output);
+    case TaskType::sequence_classification: return sequence_head(in, h, drop, backward, loss_scale, output);
+    case TaskType::token_classification: return token_head(in, h, drop, backward, loss_scale, output);
+    case TaskType::question_answering: return qa_head(in, h, backward, loss_scale, output);
+  }
+  fail(Code::internal, "unknown task type");
+}
 
-  // ---- encoder -----------------------------------------------------------------------
+void BertModel::embeddings_forward(const ModelInputs& in, const DropoutStream& drop) {
+  const ParamTable& P = table_;
+  const float* W = params_;
+  const int64_t T = in.tokens();
+  const int H = config_.hidden_size;
+  ops_.embedding_fwd(emb_sum_, word_ids_, pos_ids_, type_ids_, W + P.word_emb, W + P.pos_emb, W + P.type_emb, T, H);
+  ops_.layernorm_fwd(emb_ln_, emb_mean_, emb_rstd_, emb_sum_, W + P.emb_ln_g, W + P.emb_ln_b, T, H,
+                     config_.layer_norm_eps);
+  ops_.dropout_residual_fwd(hidden0_, emb_ln_, nullptr, T * H, embedding_dropout(drop));
+}
+
+ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort) {
+  const BertConfig& c = config_;
+  const float* W = params_;
+  const int64_t T = in.tokens();
+  const int H = c.hidden_size, I = c.intermediate_size, A = c.num_attention_heads, D = c.head_dim();
+  const float eps = c.layer_norm_eps;
   ConstAct h = hidden0_;  // [T,H] input of the current layer
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     check_abort(abort);
-    const LayerParams& L = P.layers[l];
+    const LayerParams& L = table_.layers[l];
     LayerActs& a = acts_[l];
     ops_.linear_fwd(a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none);
     ops_.attention_fwd(a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
-                       site(drop, 4 * l + 1, c.attention_probs_dropout_prob));
+                       layer_dropout(drop, l, LayerDropout::attention_probs));
     ops_.linear_fwd(scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none);
     ops_.residual_layernorm_fwd(a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h, W + L.attn_ln_g, W + L.attn_ln_b, T,
-                                H, eps, site(drop, 4 * l + 2, p_hidden));
-    ops_.linear_fwd(a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, act);
+                                H, eps, layer_dropout(drop, l, LayerDropout::attention_output));
+    ops_.linear_fwd(a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, c.activation());
     ops_.linear_fwd(scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, T, I, H, Activation::none);
     ops_.residual_layernorm_fwd(a.out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, T,
-                                H, eps, site(drop, 4 * l + 3, p_hidden));
+                                H, eps, layer_dropout(drop, l, LayerDropout::ffn_output));
     h = a.out;
   }
   check_abort(abort);
+  return h;
+}
 
-  if (output && output->what == ModelOutput::hidden) copy_out_tokens(output->host, h, in, H);
-  ForwardStats stats;
-  if (!task_.pretraining()) {
-    stats = task_head(in, h, drop, backward, output);
-    if (!backward) return stats;
-    grads_ready(task_.has_pooler() ? P.pooler_w : P.head_w);
-  } else {
-    // ---- NSP head: pooler(tanh) on [CLS] rows, then 2-way classifier --------------------
-    ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
-    ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
-    ops_.linear_fwd(nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none);
-    if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
-    if (output && output->what == ModelOutput::logits) download_act(output->host, nsp_logits_, int64_t{B} * 2);
-    if (!in.has_labels) return stats;
-    // Per-row losses stay on the device until run() reads them: NSP rows first, then MLM rows.
-    ops_.softmax_xent(nsp_logits_, losses_, correct_, nsp_logits_, nsp_labels_, B, 2, 2, loss_scale / B);
-    if (backward) {  // nsp_logits_ now holds d(mean NSP loss)/dlogits
-      ops_.linear_bwd(g_pooled_, G + P.nsp_w, G + P.nsp_b, nsp_logits_, pooled_, W + P.nsp_w, nullptr,
-                      nullptr, B, H, 2, Activation::none, false);
-      ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_,
-                      g_pool_pre_, B, H, H, Activation::tanh, false);
-    }
-
-    // ---- MLM head on masked rows: dense+act, LayerNorm, tied decoder + bias -------------
-    if (Nm > 0) {
-      ops_.gather_rows(mlm_h_, h, mlm_rows_, Nm, H);
-      ops_.linear_fwd(mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act);
-      ops_.layernorm_fwd(mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H, eps);
-      ops_.linear_fwd(logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none);
-      const int64_t masked = in.mlm_labelled;  // Nm, or fewer in recorded work's fixed rows
-      const ScaleArg mlm_scale(masked > 0 ? loss_scale / masked : 0.0f,
-                               replay_at_ != nullptr ? &replay_at_->mlm_grad_scale : nullptr);
-      ops_.softmax_xent(logits_, losses_ + B, correct_ + B, logits_, mlm_labels_, Nm, V, Vp, mlm_scale);
-    }
-    if (!backward) return stats;
-
-    // ---- backward: heads into dh [T,H] -------------------------------------------------
-    Act dh = g0_;
-    ops_.fill_zero(dh.data, T * H * dtype_bytes(dh.type));
-    ops_.scatter_add_rows(dh, g_cls_, cls_rows_, B, H);
-    if (Nm > 0) {
-      ops_.linear_bwd(g_mlm_ln_, G + P.word_emb, G + P.mlm_bias, logits_, mlm_ln_, W + P.word_emb, nullptr,
-                      nullptr, Nm, H, Vp, Activation::none, false);
-      ops_.layernorm_bwd(g_mlm_act_, G + P.mlm_ln_g, G + P.mlm_ln_b, g_mlm_ln_, mlm_act_, mlm_mean_, mlm_rstd_,
-                         W + P.mlm_ln_g, Nm, H);
-      ops_.linear_bwd(g_mlm_h_, G + P.mlm_dense_w, G + P.mlm_dense_b, g_mlm_act_, mlm_h_, W + P.mlm_dense_w,
-                      mlm_pre_, g_mlm_ln_, Nm, H, H, act, false);
-      ops_.scatter_add_rows(dh, g_mlm_h_, mlm_rows_, Nm, H);
-    }
-    grads_ready(P.pooler_w);  // the heads; the tied decoder (word_emb) also takes the embedding gradient
-  }
-
-  // ---- backward: encoder, last layer first --------------------------------------------
-  // dh = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit; each layer
-  // builds its input gradient in dh_next (first the residual path, then += the QKV path).
-  Act dh = g0_;
+// dh = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit; each layer
+// builds its input gradient in dh_next (first the residual path, then += the QKV path).
+ConstAct BertModel::encoder_backward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort,
+                                     const std::function<void(int64_t)>& grads_ready) {
+  const BertConfig& c = config_;
+  const float* W = params_;
+  float* G = grads_;
+  const int64_t T = in.tokens();
+  const int H = c.hidden_size, I = c.intermediate_size, A = c.num_attention_heads, D = c.head_dim();
+  const Activation act = c.activation();
+  Act dh = g0_;  // the head's gradient on entry
   Act dh_next = g1_;
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     check_abort(abort);
-    const LayerParams& L = P.layers[l];
+    const LayerParams& L = table_.layers[l];
     LayerActs& a = acts_[l];
     ConstAct h_in = l == 0 ? hidden0_ : acts_[l - 1].out;
     // out = LN(res2), res2 = dropout(out_dense) + h1: g2_ = d out_dense, dh = d h1 (residual path)
     ops_.residual_layernorm_bwd(g2_, dh, G + L.out_ln_g, G + L.out_ln_b, dh, a.res2, a.mean2, a.rstd2, W + L.out_ln_g,
-                                T, H, site(drop, 4 * l + 3, p_hidden));
+                                T, H, layer_dropout(drop, l, LayerDropout::ffn_output));
     if (limits_.recompute_gelu) ops_.activation_fwd(a.inter, a.pre, T * I, act);
     ops_.linear_bwd(gi0_, G + L.out_w, G + L.out_b, g2_, a.inter, W + L.out_w, nullptr, nullptr, T, I, H,
                     Activation::none, false);
     ops_.linear_bwd(dh, G + L.inter_w, G + L.inter_b, gi0_, a.h1, W + L.inter_w, a.pre, gi1_, T, H, I, act, true);
     // h1 = LN(res1), res1 = dropout(attn_dense) + h_in: g2_ = d attn_dense, dh_next = d h_in (residual path)
     ops_.residual_layernorm_bwd(g2_, dh_next, G + L.attn_ln_g, G + L.attn_ln_b, dh, a.res1, a.mean1, a.rstd1,
-                                W + L.attn_ln_g, T, H, site(drop, 4 * l + 2, p_hidden));
+                                W + L.attn_ln_g, T, H, layer_dropout(drop, l, LayerDropout::attention_output));
     ops_.linear_bwd(dh, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
                     H, H, Activation::none, false);
-    const DropoutSite attn_site = site(drop, 4 * l + 1, c.attention_probs_dropout_prob);
+    const DropoutSite attn_site = layer_dropout(drop, l, LayerDropout::attention_probs);
     if (limits_.recompute_attention) {  // the same inputs and dropout site give the same probs
       ops_.attention_fwd(scratch_th_, a.probs, a.qkv, key_bias_, in.layout, A, D, attn_site);
     }
@@ -463,147 +454,43 @@ ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop
     std::swap(dh, dh_next);
     grads_ready(L.qkv_w);
   }
+  return dh;
+}
 
-  // ---- backward: embeddings -----------------------------------------------------------
-  ops_.dropout_bwd(dh_next, dh, T * H, site(drop, 0, p_hidden));
-  ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, dh_next, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T, H);
+void BertModel::embeddings_backward(const ModelInputs& in, const DropoutStream& drop, ConstAct dh) {
+  const ParamTable& P = table_;
+  const float* W = params_;
+  float* G = grads_;
+  const int64_t T = in.tokens();
+  const int H = config_.hidden_size;
+  const Act d_emb_ln = dh.data == g0_.data ? g1_ : g0_;  // the encoder's other gradient buffer
+  ops_.dropout_bwd(d_emb_ln, dh, T * H, embedding_dropout(drop));
+  ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, d_emb_ln, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T,
+                     H);
   ops_.embedding_bwd(G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H);
   // HF's word embedding has padding_idx = pad_token_id (0): the [PAD] row gets no gradient from
   // the lookup. The per-token heads see padding positions, so their [PAD] row gradient would
   // not be zero; in pretraining it carries the tied decoder's gradient and is kept.
   if (!task_.pretraining()) ops_.fill_zero(G + P.word_emb, H * sizeof(float));
-  grads_ready(0);
-  return stats;
 }
 
-ForwardStats BertModel::task_head(const ModelInputs& in, ConstAct h, const DropoutStream& drop,
-                                  const BackwardOptions* backward, const OutputRequest* output) {
-  const ParamTable& P = table_;
-  const int64_t T = in.tokens();
-  const int B = in.batch_size(), S = in.seq_length, H = config_.hidden_size, NL = task_.num_labels;
-  const float* W = params_;
-  float* G = grads_;
-  const float loss_scale = backward ? backward->loss_scale : 1.0f;
-  const DropoutSite head_site = site(drop, 4 * config_.num_hidden_layers, config_.hidden_dropout_prob);
-  const bool want_logits = output && output->what == ModelOutput::logits;
-  ForwardStats stats;
-  // Cross-entropy over rows [M, V] of `logits` with labels at `labels` (-1: ignored), mean over
-  // the labelled rows times `weight`; returns the mean loss, labelled rows and correct rows and
-  // leaves the scaled gradient in `logits` and per-row hits in `hits`.
-  struct CrossEntropy {
-    double loss;
-    int64_t count, correct;
-  };
-  auto cross_entropy = [&](Act logits, const int32_t* labels, const int32_t* host_labels, int64_t M, int V,
-                           float weight, std::vector<int32_t>& hits) {
-    int64_t count = 0;
-    for (int64_t i = 0; i < M; ++i) count += host_labels[i] >= 0;
-    ops_.softmax_xent(logits, losses_, correct_, logits, labels, M, V, V, count ? loss_scale * weight / count : 0.0f);
-    std::vector<float> losses(M);
-    hits.assign(M, 0);
-    ops_.download(losses.data(), losses_, M * sizeof(float));
-    ops_.download(hits.data(), correct_, M * sizeof(int32_t));
-    double sum = 0;
-    int64_t correct = 0;
-    for (int64_t i = 0; i < M; ++i) {
-      if (host_labels[i] < 0) continue;
-      sum += losses[i];
-      correct += hits[i];
-    }
-    return CrossEntropy{count ? sum / count : 0.0, count, correct};
-  };
-  std::vector<int32_t> hits;
-
-  switch (task_.type) {
-    case TaskType::pretraining:
-      break;
-    case TaskType::sequence_classification: {
-      // pooled = tanh(dense([CLS])); logits = classifier(dropout(pooled)) [B, NL]
-      ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
-      ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
-      ops_.dropout_residual_fwd(scratch_th_, pooled_, nullptr, int64_t{B} * H, head_site);
-      ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none);
-      if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
-      if (want_logits) download_act(output->host, head_logits_, int64_t{B} * NL);
-      if (!in.has_labels) return stats;
-      if (task_.regression()) {  // MSE over the batch, its gradient computed here and uploaded
-        std::vector<float> x(B), grad(B);
-        download_act(x.data(), head_logits_, B);
-        for (int b = 0; b < B; ++b) {
-          const double d = static_cast<double>(x[b]) - in.task_targets[b];
-          stats.task_loss_sum += d * d;
-          grad[b] = static_cast<float>(2.0 * d / B * loss_scale);
-        }
-        upload_act(head_logits_, grad.data(), B);
-      } else {
-        const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), B, NL, 1.0f, hits);
-        stats.task_loss_sum = ce.loss * B;
-        stats.task_correct = ce.correct;
-      }
-      stats.task_count = B;
-      if (!backward) return stats;
-      ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, B, H,
-                      NL, Activation::none, false);
-      ops_.dropout_bwd(g_pooled_, g2_, int64_t{B} * H, head_site);
-      ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g_pool_pre_, B, H,
-                      H, Activation::tanh, false);
-      ops_.fill_zero(g0_.data, T * H * dtype_bytes(g0_.type));
-      ops_.scatter_add_rows(g0_, g_cls_, cls_rows_, B, H);
-      return stats;
-    }
-    case TaskType::token_classification: {
-      // logits = classifier(dropout(h)) [T, NL]; CE over the labelled tokens
-      ops_.dropout_residual_fwd(scratch_th_, h, nullptr, T * H, head_site);
-      ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL, Activation::none);
-      if (want_logits) copy_out_tokens(output->host, head_logits_, in, NL);
-      if (!in.has_labels) return stats;
-      const CrossEntropy ce = cross_entropy(head_logits_, head_labels_, in.task_labels.data(), T, NL, 1.0f, hits);
-      stats.task_loss_sum = ce.loss * ce.count;
-      stats.task_count = ce.count;
-      stats.task_correct = ce.correct;
-      if (!backward) return stats;
-      ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, T, H,
-                      NL, Activation::none, false);
-      ops_.dropout_bwd(g0_, g2_, T * H, head_site);
-      return stats;
-    }
-    case TaskType::question_answering: {
-      // start logits [B, S] and end logits [B, S] from the two rows of qa_outputs (no dropout, as HF)
-      Act start = head_logits_;
-      Act end = head_logits_ + T;
-      ops_.linear_fwd(start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none);
-      ops_.linear_fwd(end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none);
-      if (want_logits) {
-        std::vector<float> s_host(static_cast<size_t>(B) * S), e_host(static_cast<size_t>(B) * S);
-        copy_out_tokens(s_host.data(), start, in, 1);
-        copy_out_tokens(e_host.data(), end, in, 1);
-        for (int b = 0; b < B; ++b) {
-          std::copy_n(s_host.data() + int64_t{b} * S, S, output->host + int64_t{b} * 2 * S);
-          std::copy_n(e_host.data() + int64_t{b} * S, S, output->host + int64_t{b} * 2 * S + S);
-        }
-      }
-      if (!in.has_labels) return stats;
-      std::vector<int32_t> end_hits;
-      const CrossEntropy start_ce = cross_entropy(start, head_labels_, in.task_labels.data(), B, S, 0.5f, hits);
-      const CrossEntropy end_ce = cross_entropy(end, head_labels_ + B, in.task_labels.data() + B, B, S, 0.5f, end_hits);
-      stats.task_loss_sum = (start_ce.loss + end_ce.loss) / 2 * B;
-      stats.task_count = B;
-      stats.start_loss_sum = start_ce.loss * start_ce.count;
-      stats.start_count = start_ce.count;
-      stats.end_loss_sum = end_ce.loss * end_ce.count;
-      stats.end_count = end_ce.count;
-      for (int b = 0; b < B; ++b) {
-        stats.task_correct += in.task_labels[b] >= 0 && in.task_labels[B + b] >= 0 && hits[b] && end_hits[b];
-      }
-      if (!backward) return stats;
-      ops_.linear_bwd(g0_, G + P.head_w, G + P.head_b, start, h, W + P.head_w, nullptr, nullptr, T, H, 1,
-                      Activation::none, false);
-      ops_.linear_bwd(g0_, G + P.head_w + H, G + P.head_b + 1, end, h, W + P.head_w + H, nullptr, nullptr, T, H, 1,
-                      Activation::none, true);
-      return stats;
-    }
+BertModel::CrossEntropy BertModel::cross_entropy(Act logits, const int32_t* labels, const int32_t* host_labels,
+                                                 int64_t M, int V, float scale, std::vector<int32_t>& hits) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < M; ++i) count += host_labels[i] >= 0;
+  ops_.softmax_xent(logits, losses_, correct_, logits, labels, M, V, V, count ? scale / count : 0.0f);
+  std::vector<float> losses(M);
+  hits.assign(M, 0);
+  ops_.download(losses.data(), losses_, M * sizeof(float));
+  ops_.download(hits.data(), correct_, M * sizeof(int32_t));
+  double sum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    if (host_labels[i] < 0) continue;
+    sum += losses[i];
+    correct += hits[i];
   }
-  return stats;
+  return CrossEntropy{count ? sum / count : 0.0, count, correct};
 }
 
 }  // namespace bert

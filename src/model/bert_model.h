@@ -156,10 +156,41 @@ class BertModel {
   // and `rows` MLM rows of which `masked` are labelled.
   ForwardStats pretraining_losses(int B, int64_t rows, int64_t masked) const;
   DropoutSite site(const DropoutStream& d, uint32_t tensor_id, float p) const;
+  // The dropout sites: forward and backward draw a mask from the same one.
+  enum class LayerDropout : uint32_t { attention_probs = 1, attention_output = 2, ffn_output = 3 };
+  DropoutSite embedding_dropout(const DropoutStream& d) const;
+  DropoutSite layer_dropout(const DropoutStream& d, int layer, LayerDropout which) const;
+  DropoutSite head_dropout(const DropoutStream& d) const;  // the fine-tuning classifiers' input
   void check_abort(const std::atomic<bool>* abort) const;
-  // The fine-tuning heads on the last hidden states h [T,H]; with backward, leave dL/dh in g0_.
-  ForwardStats task_head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, const BackwardOptions* backward,
-                         const OutputRequest* output);
+  // compute()'s parts, in the order it runs them.
+  void embeddings_forward(const ModelInputs& in, const DropoutStream& drop);  // into hidden0_
+  ConstAct encoder_forward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort);
+  // The task's head on the last hidden states h [T,H]: its outputs, its losses when the inputs
+  // carry labels, and with `backward` its gradients and dL/dh in g0_. One function per head
+  // (head_*.cpp), all with this shape.
+  ForwardStats head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, bool backward, float loss_scale,
+                    const OutputRequest* output);
+  ForwardStats pretraining_head(const ModelInputs& in, ConstAct h, bool backward, float loss_scale,
+                                const OutputRequest* output);
+  ForwardStats sequence_head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, bool backward,
+                             float loss_scale, const OutputRequest* output);
+  ForwardStats token_head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, bool backward, float loss_scale,
+                          const OutputRequest* output);
+  ForwardStats qa_head(const ModelInputs& in, ConstAct h, bool backward, float loss_scale, const OutputRequest* output);
+  // From dL/dh in g0_ to dL/d(embedding output), calling grads_ready after each layer; returns
+  // the buffer (g0_ or g1_) holding the result.
+  ConstAct encoder_backward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort,
+                            const std::function<void(int64_t)>& grads_ready);
+  void embeddings_backward(const ModelInputs& in, const DropoutStream& drop, ConstAct dh);
+  // Cross-entropy over rows [M, V] of `logits` with labels at `labels` (host copy host_labels;
+  // negative: ignored), mean over the labelled rows times `scale`; leaves the gradient in
+  // `logits` and per-row hits in `hits`.
+  struct CrossEntropy {
+    double loss;  // mean over the labelled rows
+    int64_t count, correct;
+  };
+  CrossEntropy cross_entropy(Act logits, const int32_t* labels, const int32_t* host_labels, int64_t M, int V,
+                             float scale, std::vector<int32_t>& hits);
   // Rows [T, width] of a per-token tensor into host [B, S, width] (padding positions 0).
   void copy_out_tokens(float* host, ConstAct rows, const ModelInputs& in, int width) const;
   // n activations into host floats (16-bit ones widened), and host floats into n activations.
