@@ -327,8 +327,8 @@ BERT_API bert_status bert_infer(bert_session* session, const bert_batch* batch, 
 
 /* ---- checkpoints ---------------------------------------------------------------------- */
 /* A checkpoint is one HDF5 file with the whole training state: fp32 weights under
- * /model/<Hugging Face name>, Adam moments under /optimizer/{exp_avg,exp_avg_sq}/<name>, and
- * attributes: format and engine version, the config JSON, a "state" JSON (global step, phase,
+ * /model/<Hugging Face name>, the optimizer's state under /optimizer/<slot>/<name> (LAMB and
+ * AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer), and attributes: format and engine version, the config JSON, a "state" JSON (global step, phase,
  * optimizer steps, dropout stream position, loss scale, every rank's data-loader cursor) and a
  * checksum of all tensor bytes that loading verifies. It is written under a temporary name,
  * fsynced and renamed: it is either whole or absent.
@@ -381,7 +381,7 @@ typedef struct bert_memory_info {
   size_t struct_size;
   uint64_t parameter_bytes;  /* fp32 weights (flat buffer) */
   uint64_t gradient_bytes;
-  uint64_t optimizer_bytes;  /* Adam moments and the update buffer */
+  uint64_t optimizer_bytes;  /* optimizer state (Adam: moments and the update buffer; SGD: momentum) */
   uint64_t activation_bytes; /* the activation arena, sized once for the largest micro-batch */
   uint64_t peak_device_bytes; /* peak backend memory held at once (device memory on a GPU) */
 } bert_memory_info;

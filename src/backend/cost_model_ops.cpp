@@ -83,11 +83,8 @@ DeviceModel device_model(const std::string& name) {
 
 CostModelOps::CostModelOps(const CostModelOptions& options, std::unique_ptr<Ops> inner)
     : options_(options), inner_(std::move(inner)) {
-  const std::string& p = options_.precision;
-  BERT_CHECK(p == "fp32" || p == "tf32" || p == "bf16" || p == "fp16", Code::invalid_argument,
-             "cost model: precision '", p, "' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
   BERT_CHECK(!options_.activations_16bit || low_precision(), Code::invalid_argument,
-             "cost model: 16-bit activations need precision bf16 or fp16, not '", p, "'");
+             "cost model: 16-bit activations need precision bf16 or fp16, not '", precision_name(options_.precision), "'");
   BERT_CHECK(!options_.fused_attention || (options_.activations_16bit && !inner_), Code::invalid_argument,
              "cost model: the fused attention is modelled with 16-bit activations (bf16 or fp16) and without an "
              "inner backend (cuDNN is not emulated)");
@@ -102,7 +99,7 @@ int64_t CostModelOps::attention_saved_elems(int64_t max_seqs, int64_t max_len, i
 DType CostModelOps::activation_type() const {
   if (inner_) return inner_->activation_type();
   if (!options_.activations_16bit) return DType::f32;
-  return options_.precision == "bf16" ? DType::bf16 : DType::f16;
+  return options_.precision == Precision::bf16 ? DType::bf16 : DType::f16;
 }
 
 CostModelOps::~CostModelOps() {
@@ -110,14 +107,14 @@ CostModelOps::~CostModelOps() {
 }
 
 std::string CostModelOps::name() const {
-  return "cost-model:" + options_.precision + (inner_ ? " over " + inner_->name() : "");
+  return std::string("cost-model:") + precision_name(options_.precision) + (inner_ ? " over " + inner_->name() : "");
 }
 
-bool CostModelOps::low_precision() const { return options_.precision == "bf16" || options_.precision == "fp16"; }
+bool CostModelOps::low_precision() const { return is_16bit(options_.precision); }
 
 MathUnit CostModelOps::gemm_unit() const {
   if (low_precision()) return MathUnit::tensor16;
-  return options_.precision == "tf32" ? MathUnit::tf32 : MathUnit::fp32;
+  return options_.precision == Precision::tf32 ? MathUnit::tf32 : MathUnit::fp32;
 }
 
 KernelCost& CostModelOps::add(const char* op, const char* kind, double flops, double read, double write) {

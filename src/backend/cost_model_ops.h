@@ -61,8 +61,8 @@ struct KernelCost {
 };
 
 struct CostModelOptions {
-  // The CUDA backend's GEMM precision: "fp32", "tf32", "bf16" or "fp16".
-  std::string precision = "bf16";
+  // The CUDA backend's GEMM precision.
+  Precision precision = Precision::bf16;
   // Whether cuBLASLt's GELU_AUX_BIAS epilogue computes the tanh form on the target (CudaOps
   // probes this at construction; it holds for the emulator and for cuBLASLt on sm_80/sm_90).
   bool fuse_gelu_tanh = true;

@@ -17,6 +17,7 @@
 
 #include "core/act.h"
 #include "core/op_params.h"
+#include "core/precision.h"
 
 namespace bert {
 
@@ -299,20 +300,20 @@ class Ops {
   virtual void scale_impl(float* x, float a, int64_t n) = 0;
 };
 
-// Backend factories. make_cpu_ops is always available; threads <= 0 means all cores; precision
-// "bf16" gives the dense layers bf16 inputs (CPUs with native bf16 only), "fp32"/"tf32" fp32.
-std::unique_ptr<Ops> make_cpu_ops(int threads, const std::string& precision = "fp32");
+// Backend factories. make_cpu_ops is always available; threads <= 0 means all cores; bf16 gives
+// the dense layers bf16 inputs (CPUs with native bf16 only); tf32 and fp16 are refused (GPU only).
+std::unique_ptr<Ops> make_cpu_ops(int threads, Precision precision = Precision::fp32);
 // Return null when the engine was built without CUDA.
 struct CudaOptions {
-  // GEMM input precision: "fp32", "tf32" (the default), "bf16" or "fp16"; accumulation is fp32.
-  std::string precision = "tf32";
+  // GEMM input precision; accumulation is fp32.
+  Precision precision = Precision::tf32;
   // Attention through cuDNN's fused scaled-dot-product attention instead of the reference
   // GEMM + softmax kernels (needs a build with cudnn-frontend; its dropout masks are cuDNN's).
   bool fused_attention = false;
   // Tests: variable-length batches of the fused attention through cuDNN's padded graphs on
   // padded copies (the path of GPUs without cuDNN's ragged backward) on Hopper-class GPUs too.
   bool fused_attention_pad_varlen = false;
-  // With "bf16"/"fp16": store activations, their gradients and the saved tensors in that 16-bit
+  // With bf16/fp16: store activations, their gradients and the saved tensors in that 16-bit
   // type (activation_type()), the GEMMs and the fused attention reading and writing them
   // directly; otherwise they are fp32 and cast before each GEMM.
   bool activations_16bit = false;

@@ -211,36 +211,55 @@ CheckpointTensor read_tensor(hid_t group, const std::string& name, const std::st
   return t;
 }
 
-// Names and shapes of every tensor per group, written beside the checksum so a missing one is named.
-nlohmann::json tensor_index(const TensorViews& model, const TensorViews& exp_avg, const TensorViews& exp_avg_sq) {
-  nlohmann::json index = nlohmann::json::object();
-  const std::pair<const char*, const TensorViews*> groups[] = {
-      {"model", &model}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}};
-  for (const auto& [group, tensors] : groups) {
+// The model's tensors, then each optimizer slot's in name order: the order of the checksums.
+std::vector<const TensorViews*> all_groups(const TensorViews& model, const std::map<std::string, TensorViews>& optimizer) {
+  std::vector<const TensorViews*> groups = {&model};
+  for (const auto& [slot, tensors] : optimizer) groups.push_back(&tensors);
+  return groups;
+}
+
+// Names and shapes of every tensor per group ("model" and each optimizer slot), written beside
+// the checksum so a missing one is named.
+nlohmann::json tensor_index(const TensorViews& model, const std::map<std::string, TensorViews>& optimizer) {
+  auto names_of = [](const TensorViews& tensors) {
     nlohmann::json names = nlohmann::json::object();
-    for (const auto& [name, t] : *tensors) names[name] = t.shape;
-    index[group] = names;
-  }
+    for (const auto& [name, t] : tensors) names[name] = t.shape;
+    return names;
+  };
+  nlohmann::json index = {{"model", names_of(model)}};
+  for (const auto& [slot, tensors] : optimizer) index[slot] = names_of(tensors);
   return index;
 }
 
-uint32_t write_group(hid_t parent, const char* name, const TensorViews& tensors, const std::string& file,
+uint32_t write_group(hid_t parent, const std::string& name, const TensorViews& tensors, const std::string& file,
                      uint32_t crc, std::vector<KnownCrc>& known) {
-  Hdf5Id group(H5_CHECK(H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, file), H5Gclose);
+  Hdf5Id group(H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, file),
+               H5Gclose);
   for (const auto& [tensor_name, tensor] : tensors) {
     crc = write_tensor(group.get(), tensor_name, tensor, file, crc, known);
   }
   return crc;
 }
 
+// The names of the links in `group` (tensors, or the optimizer's slot groups), sorted.
+std::vector<std::string> link_names(hid_t group, const std::string& file) {
+  GroupListing listing;
+  H5_CHECK(H5Literate(group, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint, file);
+  return listing.names;
+}
+
 TensorMap read_group(hid_t parent, const char* name, const std::string& file) {
   Hdf5Id group(H5_CHECK(H5Gopen2(parent, name, H5P_DEFAULT), Code::checkpoint, file), H5Gclose);
-  GroupListing listing;
-  H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint,
-           file);
   TensorMap out;
-  for (const std::string& n : listing.names) out[n] = read_tensor(group.get(), n, file);
+  for (const std::string& n : link_names(group.get(), file)) out[n] = read_tensor(group.get(), n, file);
   return out;
+}
+
+// "(a, b)"
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s = "(";
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s + ")";
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -256,7 +275,7 @@ std::vector<KnownCrc> write_hdf5(const std::string& tmp, const CheckpointSource&
   Hdf5Id fcpl(H5_CHECK(H5Pcreate(H5P_FILE_CREATE), Code::io, tmp), H5Pclose);
   H5_CHECK(H5Pset_userblock(fcpl.get(), userblock), Code::io, tmp);
   Hdf5Id file(H5_CHECK(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT), Code::io, tmp), H5Fclose);
-  const std::string state = c.state.dump(), index = tensor_index(c.model, c.exp_avg, c.exp_avg_sq).dump();
+  const std::string state = c.state.dump(), index = tensor_index(c.model, c.optimizer).dump();
   write_int_attr(file.get(), "format_version", kCheckpointFormatVersion, tmp);
   write_string_attr(file.get(), "engine_version", BERT_VERSION_STRING, tmp);
   {
@@ -272,11 +291,10 @@ std::vector<KnownCrc> write_hdf5(const std::string& tmp, const CheckpointSource&
   }
   std::vector<KnownCrc> known;
   sum = write_group(file.get(), "model", c.model, tmp, sum, known);
-  if (!c.exp_avg.empty()) {
+  if (!c.optimizer.empty()) {
     Hdf5Id opt(H5_CHECK(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), Code::io, tmp),
                H5Gclose);
-    sum = write_group(opt.get(), "exp_avg", c.exp_avg, tmp, sum, known);
-    sum = write_group(opt.get(), "exp_avg_sq", c.exp_avg_sq, tmp, sum, known);
+    for (const auto& [slot, tensors] : c.optimizer) sum = write_group(opt.get(), slot, tensors, tmp, sum, known);
   }
   write_string_attr(file.get(), "checksum", std::to_string(sum), tmp);
   H5_CHECK(H5Fclose(file.release()), Code::io, tmp);
@@ -287,7 +305,7 @@ std::vector<KnownCrc> write_hdf5(const std::string& tmp, const CheckpointSource&
 // (with the index, about 100 bytes per tensor) and HDF5's own metadata (under 1 KB per dataset).
 uint64_t estimated_bytes(const CheckpointSource& c, uint64_t userblock) {
   uint64_t bytes = userblock + (uint64_t{1} << 20) + c.config_json.size() + 2 * c.state.dump().size();
-  for (const TensorViews* group : {&c.model, &c.exp_avg, &c.exp_avg_sq}) {
+  for (const TensorViews* group : all_groups(c.model, c.optimizer)) {
     for (const auto& [name, t] : *group) {
       bytes += static_cast<uint64_t>(elems_of(t.shape)) * sizeof(float) + 4096 + 2 * name.size();
     }
@@ -369,8 +387,9 @@ void write_checkpoint(const std::string& path, const CheckpointSource& source) {
 }
 
 void write_checkpoint(const std::string& path, const CheckpointContents& c) {
-  write_checkpoint(path, CheckpointSource{c.config_json, c.state, tensor_views(c.model), tensor_views(c.exp_avg),
-                                          tensor_views(c.exp_avg_sq)});
+  CheckpointSource source{c.config_json, c.state, tensor_views(c.model), {}};
+  for (const auto& [slot, tensors] : c.optimizer) source.optimizer[slot] = tensor_views(tensors);
+  write_checkpoint(path, source);
 }
 
 namespace {
@@ -418,13 +437,15 @@ nlohmann::json read_checkpoint_config(const std::string& path) { return read_met
 namespace {
 
 // How a group's tensors are read (into the contents' maps, or straight into flat buffers);
-// returns views of what was read, for the index and checksum checks.
-using GroupReader = std::function<TensorViews(hid_t parent, const char* group)>;
+// returns views of what was read, for the index and checksum checks. `slot` is empty for the
+// model's group, else the optimizer slot the group holds.
+using GroupReader = std::function<TensorViews(hid_t parent, const std::string& slot)>;
+// Checks the optimizer slots a file holds (sorted; empty for a weights-only file) before any is read.
+using SlotCheck = std::function<void(const std::vector<std::string>& slots)>;
 
 // Reads and verifies the file at `path`: seal, format, metadata, the tensors through the
-// readers (the optimizer's only when the file has them; `need_optimizer` refuses a file without),
-// the index and the checksum.
-CheckpointContents read_verified(const std::string& path, const GroupReader& read_tensors, bool need_optimizer) {
+// readers (the optimizer's slots once check_slots accepts them), the index and the checksum.
+CheckpointContents read_verified(const std::string& path, const GroupReader& read_tensors, const SlotCheck& check_slots) {
   check_exists(path);
   CheckpointContents c;
   c.sealed = read_seal(path, true).has_value();  // nothing of HDF5 runs before this check
@@ -446,15 +467,15 @@ CheckpointContents read_verified(const std::string& path, const GroupReader& rea
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'state': ", e.what());
   }
   if (H5Lexists(file.get(), "model", H5P_DEFAULT) <= 0) fail(Code::checkpoint, "checkpoint '", path, "' has no /model group");
-  const TensorViews model = read_tensors(file.get(), "model");
-  TensorViews exp_avg, exp_avg_sq;
+  const TensorViews model = read_tensors(file.get(), "");
+  std::map<std::string, TensorViews> optimizer;
   if (H5Lexists(file.get(), "optimizer", H5P_DEFAULT) > 0) {
     Hdf5Id opt(H5_CHECK(H5Gopen2(file.get(), "optimizer", H5P_DEFAULT), Code::checkpoint, path), H5Gclose);
-    exp_avg = read_tensors(opt.get(), "exp_avg");
-    exp_avg_sq = read_tensors(opt.get(), "exp_avg_sq");
-  } else if (need_optimizer) {
-    fail(Code::checkpoint, "checkpoint '", path,
-         "' holds weights only (no optimizer state): load it with bert_checkpoint_load_weights");
+    const std::vector<std::string> slots = link_names(opt.get(), path);
+    check_slots(slots);
+    for (const std::string& slot : slots) optimizer[slot] = read_tensors(opt.get(), slot);
+  } else {
+    check_slots({});
   }
   nlohmann::json index;
   try {
@@ -462,18 +483,17 @@ CheckpointContents read_verified(const std::string& path, const GroupReader& rea
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index': ", e.what());
   }
-  const nlohmann::json found = tensor_index(model, exp_avg, exp_avg_sq);
-  for (const char* group : {"model", "exp_avg", "exp_avg_sq"}) {
-    const nlohmann::json listed = index.is_object() ? index.value(group, nlohmann::json::object())
-                                                    : nlohmann::json::object();
+  const nlohmann::json found = tensor_index(model, optimizer);
+  for (const auto& [group, listed] : index.is_object() ? index.items() : nlohmann::json::object().items()) {
+    if (!listed.is_object()) continue;
     for (const auto& [name, shape] : listed.items()) {
-      if (!found[group].contains(name)) {
+      if (!found.contains(group) || !found[group].contains(name)) {
         fail(Code::checkpoint, "checkpoint '", path, "' is missing ", group, " tensor '", name, "'");
       }
     }
   }
   const std::vector<std::string> metadata = {c.engine_version, c.config_json, state, index_text};
-  const std::vector<const TensorViews*> groups = {&model, &exp_avg, &exp_avg_sq};
+  const std::vector<const TensorViews*> groups = all_groups(model, optimizer);
   std::string computed;
   if (c.format_version == kCheckpointFormatVersion) {
     uint32_t crc = 0;
@@ -497,14 +517,11 @@ CheckpointContents read_verified(const std::string& path, const GroupReader& rea
 
 // Every tensor of the group straight into `flat` (the table's layout), once its names and shapes
 // are checked as load_tensors checks them: none missing, each shape the model's, none extra.
-TensorViews read_group_into(hid_t parent, const char* name, const std::string& file, const std::string& what,
+TensorViews read_group_into(hid_t parent, const std::string& name, const std::string& file, const std::string& what,
                             const ParamTable& table, float* flat) {
-  Hdf5Id group(H5_CHECK(H5Gopen2(parent, name, H5P_DEFAULT), Code::checkpoint, file), H5Gclose);
-  GroupListing listing;
-  H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_name, &listing), Code::checkpoint,
-           file);
+  Hdf5Id group(H5_CHECK(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), Code::checkpoint, file), H5Gclose);
   std::map<std::string, std::vector<int64_t>> shapes;
-  for (const std::string& tensor : listing.names) shapes[tensor] = dataset_shape(group.get(), tensor, file);
+  for (const std::string& tensor : link_names(group.get(), file)) shapes[tensor] = dataset_shape(group.get(), tensor, file);
   for (const ParamEntry& e : table.entries) {
     if (!shapes.count(e.name)) fail(Code::checkpoint, "checkpoint '", file, "' is missing ", what, " tensor '", e.name, "'");
   }
@@ -526,28 +543,38 @@ TensorViews read_group_into(hid_t parent, const char* name, const std::string& f
 }  // namespace
 
 CheckpointContents read_checkpoint(const std::string& path) {
-  TensorMap model, exp_avg, exp_avg_sq;
-  const GroupReader into_maps = [&](hid_t parent, const char* group) {
-    const std::string name = group;
-    TensorMap& tensors = name == "model" ? model : name == "exp_avg" ? exp_avg : exp_avg_sq;
-    tensors = read_group(parent, group, path);
+  TensorMap model;
+  std::map<std::string, TensorMap> optimizer;
+  const GroupReader into_maps = [&](hid_t parent, const std::string& slot) {
+    TensorMap& tensors = slot.empty() ? model : optimizer[slot];
+    tensors = read_group(parent, slot.empty() ? "model" : slot.c_str(), path);
     return tensor_views(tensors);
   };
-  CheckpointContents c = read_verified(path, into_maps, false);
+  CheckpointContents c = read_verified(path, into_maps, [](const std::vector<std::string>&) {});
   c.model = std::move(model);
-  c.exp_avg = std::move(exp_avg);
-  c.exp_avg_sq = std::move(exp_avg_sq);
+  c.optimizer = std::move(optimizer);
   return c;
 }
 
 CheckpointContents read_checkpoint_into(const std::string& path, const FlatTensors& into) {
-  const GroupReader into_flat = [&](hid_t parent, const char* group) {
-    const std::string name = group;
-    if (name == "model") return read_group_into(parent, group, path, "model", *into.table, into.model);
-    return read_group_into(parent, group, path, "optimizer " + name, *into.table,
-                           name == "exp_avg" ? into.exp_avg : into.exp_avg_sq);
+  const GroupReader into_flat = [&](hid_t parent, const std::string& slot) {
+    if (slot.empty()) return read_group_into(parent, "model", path, "model", *into.table, into.model);
+    return read_group_into(parent, slot, path, "optimizer " + slot, *into.table, into.optimizer.at(slot));
   };
-  return read_verified(path, into_flat, true);
+  const SlotCheck same_slots = [&](const std::vector<std::string>& slots) {
+    if (slots.empty()) {
+      fail(Code::checkpoint, "checkpoint '", path,
+           "' holds weights only (no optimizer state): load it with bert_checkpoint_load_weights");
+    }
+    std::vector<std::string> wanted;
+    for (const auto& [slot, buffer] : into.optimizer) wanted.push_back(slot);
+    if (slots != wanted) {
+      fail(Code::checkpoint, "checkpoint '", path, "' holds optimizer state ", join_names(slots),
+           " but this optimizer keeps ", join_names(wanted),
+           ": resume with the optimizer that wrote it, or start from its weights with train.init_checkpoint");
+    }
+  };
+  return read_verified(path, into_flat, same_slots);
 }
 
 TensorViews tensor_views(const ParamTable& table, const float* flat) {

@@ -1,7 +1,8 @@
 // Checkpoint files: one HDF5 file holding the whole training state — fp32 master weights under
-// /model/<Hugging Face name>, Adam moments under /optimizer/exp_avg|exp_avg_sq/<name>, and
-// metadata: /metadata/state (JSON: global step, phase, optimizer steps, dropout stream, loss
-// scale, every rank's data cursor), /metadata/config (the session config), /metadata/index (every
+// /model/<Hugging Face name>, the optimizer's state under /optimizer/<slot>/<name> (one group per
+// slot the optimizer declares: Adam's exp_avg and exp_avg_sq, SGD's momentum_buffer), and
+// metadata: /metadata/state (JSON, ckpt/training_state.h: global step, phase, optimizer steps,
+// dropout stream, loss scale, every rank's data cursor), /metadata/config (the session config), /metadata/index (every
 // tensor's name and shape), each a scalar fixed-length string dataset (datasets, not attributes:
 // HDF5 refuses attributes above 64 KB, and BERT-large's index alone is 69 KB), plus small
 // attributes format_version, engine_version and checksum (CRC-32C over the metadata and every
@@ -40,11 +41,11 @@ struct CheckpointContents {
   int format_version = kCheckpointFormatVersion;
   std::string engine_version;
   std::string config_json;
-  nlohmann::json state = nlohmann::json::object();  // training position (see session.cpp)
+  nlohmann::json state = nlohmann::json::object();  // training position (TrainingState)
   TensorMap model;
-  TensorMap exp_avg, exp_avg_sq;  // empty in a weights-only file
-  bool sealed = false;            // read: it had a seal (files written before seals have none)
-  bool has_optimizer() const { return !exp_avg.empty(); }
+  std::map<std::string, TensorMap> optimizer;  // slot -> tensors; empty in a weights-only file
+  bool sealed = false;  // read: it had a seal (files written before seals have none)
+  bool has_optimizer() const { return !optimizer.empty(); }
 };
 
 // Tensors to write, borrowed from wherever they live (a session's host buffers, a TensorMap).
@@ -58,7 +59,7 @@ struct CheckpointSource {
   std::string config_json;
   nlohmann::json state = nlohmann::json::object();
   TensorViews model;
-  TensorViews exp_avg, exp_avg_sq;  // empty: a weights-only file
+  std::map<std::string, TensorViews> optimizer;  // slot -> tensors; empty: a weights-only file
 };
 
 // Writes atomically, streaming each tensor from its views. Throws Error(io) and removes the
@@ -73,12 +74,12 @@ CheckpointContents read_checkpoint(const std::string& path);
 struct FlatTensors {
   const ParamTable* table = nullptr;
   float* model = nullptr;
-  float* exp_avg = nullptr;
-  float* exp_avg_sq = nullptr;
+  std::map<std::string, float*> optimizer;  // slot -> buffer
 };
 // read_checkpoint's checks, with every tensor read straight into `into` (no second copy of the
 // state): each group must hold exactly the table's names and shapes (Error(checkpoint) naming the
-// first that does not), and a file without optimizer state is refused. The returned contents'
+// first that does not), and the file's optimizer slots must be exactly `into`'s (a file without
+// optimizer state, or with another optimizer's, is refused naming both). The returned contents'
 // tensor maps stay empty. On error `into` holds partial data.
 CheckpointContents read_checkpoint_into(const std::string& path, const FlatTensors& into);
 // For telling apart the checkpoints of a directory cheaply: run_id, written_ns and global_step

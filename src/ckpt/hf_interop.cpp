@@ -216,8 +216,7 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
     };
     place("model", "model", c.model);
     if (report.optimizer_slots) {
-      place("exp_avg", "optimizer exp_avg", c.exp_avg);
-      place("exp_avg_sq", "optimizer exp_avg_sq", c.exp_avg_sq);
+      for (const char* slot : {"exp_avg", "exp_avg_sq"}) place(slot, std::string("optimizer ") + slot, c.optimizer[slot]);
     }
   }
   write_checkpoint(output, c);

@@ -13,6 +13,15 @@ WirePrecision parse_wire_precision(const std::string& name) {
   fail(Code::config, "config key 'dist.wire_precision' = \"", name, "\" is not one of: fp32, bf16, fp16");
 }
 
+const char* wire_precision_name(WirePrecision wire) {
+  switch (wire) {
+    case WirePrecision::fp32: return "fp32";
+    case WirePrecision::bf16: return "bf16";
+    case WirePrecision::fp16: return "fp16";
+  }
+  return "?";
+}
+
 void Communicator::start_allreduce_sum(float* data, int64_t n, WirePrecision wire, void*) {
   if (world_size() > 1 && wire != WirePrecision::fp32) {
     fail(Code::unsupported, "config key 'dist.wire_precision': the ", name(),

@@ -18,6 +18,7 @@ enum class ReduceOp { sum, mean, max };
 // the world size (so fp16 does not overflow) and multiplied back after the reduction.
 enum class WirePrecision { fp32, bf16, fp16 };
 WirePrecision parse_wire_precision(const std::string& name);
+const char* wire_precision_name(WirePrecision wire);
 
 class Communicator {
  public:
@@ -27,6 +28,8 @@ class Communicator {
   // Rank among the processes of this machine (picks the GPU); 0 for the local communicator.
   virtual int local_rank() const { return 0; }
   virtual std::string name() const = 0;
+  // True for the one-rank communicator, whose collectives do nothing (no gradient buckets).
+  virtual bool is_local() const { return false; }
   // In-place sum over ranks of n floats in backend memory.
   virtual void allreduce_sum(float* data, int64_t n) = 0;
   // Starts an in-place sum over ranks of n floats of backend memory once the work queued on

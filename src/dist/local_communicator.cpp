@@ -10,6 +10,7 @@ class LocalCommunicator : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return "local"; }
+  bool is_local() const override { return true; }
   void allreduce_sum(float*, int64_t) override {}
   void allreduce_host(float*, int64_t, ReduceOp) override {}
   void broadcast(float*, int64_t) override {}

@@ -51,7 +51,7 @@ std::unique_ptr<Ops> make_backend(const SessionConfig& c, int local_rank) {
   options.precision = c.train.precision;
   options.fused_attention = c.train.fused_attention;
   // bf16/fp16 store activations, their gradients and the saved tensors in 16 bits.
-  options.activations_16bit = c.train.precision == "bf16" || c.train.precision == "fp16";
+  options.activations_16bit = is_16bit(c.train.precision);
   std::unique_ptr<Ops> ops = make_cuda_ops(index, options);
   if (!ops) fail(Code::unsupported, "config key 'device' = \"", c.device, "\": this build of bertengine has no CUDA backend");
   return ops;
@@ -86,7 +86,7 @@ SyntheticOptions synthetic_options(const SessionConfig& c, uint64_t seed) {
 
 // The training data of this rank.
 std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, int world) {
-  if (c.data.source == "synthetic") {
+  if (c.data.source == DataSourceKind::synthetic) {
     return make_synthetic_source(synthetic_options(c, c.train.seed + kSyntheticRankStride * static_cast<uint64_t>(rank)));
   }
   ShardSourceOptions o;
@@ -108,7 +108,7 @@ std::unique_ptr<DataSource> make_data_source(const SessionConfig& c, int rank, i
 // training data; without one, data.eval_batches seeded synthetic batches of synthetic training data.
 std::unique_ptr<EvalSet> make_eval_set(const SessionConfig& c) {
   if (c.data.eval_dir.empty()) {
-    BERT_CHECK(c.data.source == "synthetic", Code::config,
+    BERT_CHECK(c.data.source == DataSourceKind::synthetic, Code::config,
                "evaluation needs data.eval_dir (the training data comes from data.train_dir)");
     std::unique_ptr<DataSource> source = make_synthetic_source(synthetic_options(c, c.train.seed ^ kEvalSeedMask));
     return EvalSet::from_source(*source, c.data.eval_batches, c.train.micro_batch);
@@ -238,10 +238,10 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
     // The local communicator has nothing to reduce (and buckets would give each batch shape a
     // second CUDA graph). With CUDA graphs the buckets are recorded with the backward pass.
     const bool shard = config_.dist.shard_optimizer && comm_->world_size() > 1;
-    const bool buckets = !config_.dist.clip_per_rank && !shard && comm_->name() != "local";
+    const bool buckets = !config_.dist.clip_per_rank && !shard && !comm_->is_local();
     sync_ = std::make_unique<GradientSync>(*comm_, model_->grad_data(), model_->params().total_elems,
                                            buckets ? config_.dist.bucket_mb : 0.0,
-                                           parse_wire_precision(config_.dist.wire_precision), ops_->native_stream(),
+                                           config_.dist.wire_precision, ops_->native_stream(),
                                            config_.train.cuda_graphs);
     OptimizerConfig optimizer_config = config_.train.optimizer;
     if (config_.dist.clip_per_rank) optimizer_config.max_grad_norm = 0;  // clipped per rank in allreduce()
@@ -284,7 +284,7 @@ SessionMemory Session::memory() const {
   SessionMemory m;
   m.parameter_bytes = static_cast<uint64_t>(model_->params().total_elems) * sizeof(float);
   m.gradient_bytes = model_->inference() ? 0 : m.parameter_bytes;
-  m.optimizer_bytes = 3 * static_cast<uint64_t>(optimizer_elems()) * sizeof(float);  // m, v, update
+  m.optimizer_bytes = optimizer_ ? optimizer_->state_bytes() : 0;
   m.activation_bytes = model_->arena_bytes();
   m.peak_bytes = ops_->peak_bytes();
   return m;
@@ -584,7 +584,7 @@ EvalStats Session::eval_task(const BatchView& batch) {
 // The evaluation set's fixed batches dealt round-robin to the ranks; every rank's per-batch
 // sums are gathered and added in batch order, so the result is bit-identical for any rank count.
 ForwardStats Session::eval_whole_set() {
-  BERT_CHECK(config_.data.source == "synthetic" || !config_.data.eval_dir.empty(), Code::invalid_argument,
+  BERT_CHECK(config_.data.source == DataSourceKind::synthetic || !config_.data.eval_dir.empty(), Code::invalid_argument,
              "bert_eval without a batch needs evaluation data: set data.eval_dir");
   if (!eval_set_) eval_set_ = make_eval_set(config_);  // read once; every evaluation reuses it
   nlohmann::json mine = nlohmann::json::array();
@@ -654,24 +654,28 @@ std::string Session::save_checkpoint(const std::string& requested_path) {
   // Written straight from the session's buffers where they are host memory (the CPU backend),
   // else from one host copy each.
   const ParamTable& table = model_->params();
-  std::vector<float> weights_copy, m_copy, v_copy;
+  std::vector<float> weights_copy;
+  std::map<std::string, std::vector<float>> slot_copies;
   CheckpointSource c;
   c.config_json = config_json_;
   c.model = tensor_views(table, host_values(model_->param_data(), weights_copy));
-  c.exp_avg = tensor_views(table, host_moment(optimizer_->exp_avg(), m_copy));
-  c.exp_avg_sq = tensor_views(table, host_moment(optimizer_->exp_avg_sq(), v_copy));
-  c.state = {{"global_step", global_step_},
-             {"phase", config_.train.phase},
-             {"optimizer_steps", optimizer_->steps_taken()},
-             {"micro_step", micro_step_},
-             {"seed", config_.train.seed},
-             {"loss_scale", scaler_.scale()},
-             {"loss_scale_clean_steps", scaler_.clean_steps()},
-             {"world_size", comm_->world_size()},
-             {"run_id", run_id_},
-             {"written_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch()).count()},
-             {"data_cursors", comm_->allgather_text(train_data_ ? train_data_->cursor().dump() : "null")}};
+  for (const OptimizerSlot& slot : optimizer_->slots()) {
+    c.optimizer[slot.name] = tensor_views(table, host_slot(slot.data, slot_copies[slot.name]));
+  }
+  TrainingState state;
+  state.global_step = global_step_;
+  state.phase = config_.train.phase;
+  state.optimizer_steps = optimizer_->steps_taken();
+  state.micro_step = micro_step_;
+  state.seed = config_.train.seed;
+  state.loss_scale = scaler_.scale();
+  state.loss_scale_clean_steps = scaler_.clean_steps();
+  state.world_size = comm_->world_size();
+  state.run_id = run_id_;
+  state.written_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  state.data_cursors = comm_->allgather_text(train_data_ ? train_data_->cursor().dump() : "null");
+  c.state = state.to_json();
   if (comm_->rank() == 0) {
     write_checkpoint(path, c);
     if (requested_path.empty()) {
@@ -691,13 +695,13 @@ const float* Session::host_values(const float* values, std::vector<float>& copy)
   return copy.data();
 }
 
-const float* Session::host_moment(float* moment, std::vector<float>& copy) {
+const float* Session::host_slot(float* slot, std::vector<float>& copy) {
   const int64_t n = model_->params().total_elems;
-  if (shard_counts_.empty()) return host_values(moment, copy);
+  if (shard_counts_.empty()) return host_values(slot, copy);
   copy.resize(static_cast<size_t>(n));
   auto* whole = static_cast<float*>(ops_->alloc(n * sizeof(float)));
   try {
-    ops_->copy(whole + optimizer_->shard_begin(), moment, optimizer_->elems() * sizeof(float));
+    ops_->copy(whole + optimizer_->shard_begin(), slot, optimizer_->elems() * sizeof(float));
     comm_->all_gather(whole, shard_counts_);
     ops_->download(copy.data(), whole, n * sizeof(float));
   } catch (...) {
@@ -728,9 +732,10 @@ void Session::check_directory_owner() const {
 void Session::check_resumable(const std::string& path, const nlohmann::json& saved) const {
   const nlohmann::json now = config_.to_json();
   const std::string saved_optimizer = saved.at("train").at("optimizer").get<std::string>();
-  if (saved_optimizer != config_.train.optimizer.name) {
+  const std::string optimizer = optimizer_name(config_.train.optimizer.kind);
+  if (saved_optimizer != optimizer) {
     fail(Code::checkpoint, "checkpoint '", path, "' holds ", saved_optimizer, " optimizer state but train.optimizer = \"",
-         config_.train.optimizer.name, "\": resume with the same optimizer, or start from its weights with train.init_checkpoint");
+         optimizer, "\": resume with the same optimizer, or start from its weights with train.init_checkpoint");
   }
   for (const char* key : {"max_seq_length", "max_predictions_per_seq"}) {
     if (saved.at("data").at(key) != now.at("data").at(key)) {
@@ -755,34 +760,29 @@ Session::ResumeState Session::prepare_resume(const std::string& path) const {
   ResumeState r;
   r.path = path;
   r.weights.resize(table.total_elems);
-  r.m.resize(table.total_elems);
-  r.v.resize(table.total_elems);
-  const CheckpointContents c = read_checkpoint_into(path, FlatTensors{&table, r.weights.data(), r.m.data(), r.v.data()});
-  const nlohmann::json& st = c.state;
+  FlatTensors into{&table, r.weights.data(), {}};
+  for (const OptimizerSlot& slot : optimizer_->slots()) {
+    std::vector<float>& buffer = r.slots[slot.name];
+    buffer.resize(table.total_elems);
+    into.optimizer[slot.name] = buffer.data();
+  }
+  const CheckpointContents c = read_checkpoint_into(path, into);
+  r.state = TrainingState::from_json(c.state, path);
+  r.config = config_;
+  r.config.train.seed = r.state.seed;
+  if (r.state.phase != config_.train.phase) {
+    fail(Code::checkpoint, "checkpoint '", path, "' is from phase ", r.state.phase, " but train.phase = ",
+         config_.train.phase, ": start a new phase with train.init_checkpoint instead of resuming");
+  }
   std::string cursor;
   try {
-    r.step = st.at("global_step").get<int64_t>();
-    r.optimizer_steps = st.at("optimizer_steps").get<int64_t>();
-    r.micro_step = st.at("micro_step").get<uint64_t>();
-    r.config = config_;
-    r.config.train.seed = st.at("seed").get<uint64_t>();
-    r.loss_scale = st.value("loss_scale", 1.0);
-    r.clean_steps = st.value("loss_scale_clean_steps", int64_t{0});
-    if (!(r.loss_scale > 0) || !std::isfinite(r.loss_scale)) {
-      fail(Code::checkpoint, "checkpoint '", path, "' has an invalid loss_scale ", r.loss_scale);
-    }
-    const int phase = st.at("phase").get<int>();
-    if (phase != config_.train.phase) {
-      fail(Code::checkpoint, "checkpoint '", path, "' is from phase ", phase, " but train.phase = ", config_.train.phase,
-           ": start a new phase with train.init_checkpoint instead of resuming");
-    }
     check_resumable(path, nlohmann::json::parse(c.config_json));
-    const auto& cursors = st.at("data_cursors");
+    const std::vector<std::string>& cursors = r.state.data_cursors;
     if (static_cast<int>(cursors.size()) == comm_->world_size()) {
-      cursor = cursors.at(comm_->rank()).get<std::string>();
+      cursor = cursors.at(comm_->rank());
     } else {
       nlohmann::json saved = nlohmann::json::array();
-      for (const auto& c : cursors) saved.push_back(nlohmann::json::parse(c.get<std::string>()));
+      for (const std::string& c : cursors) saved.push_back(nlohmann::json::parse(c));
       try {
         cursor = cursor_for_world(saved, comm_->rank(), comm_->world_size()).dump();
       } catch (const Error& e) {
@@ -798,9 +798,6 @@ Session::ResumeState Session::prepare_resume(const std::string& path) const {
   } catch (const nlohmann::json::exception& e) {
     fail(Code::checkpoint, "checkpoint '", path, "' has an incomplete training state: ", e.what());
   }
-  // The run continues under the checkpoint's id (kLegacyRunId for files written before run ids).
-  r.run_id = st.value("run_id", std::string(kLegacyRunId));
-
   // The resumed run continues the checkpoint's random streams (dropout, synthetic data).
   if (train_data_) {
     r.data = make_data_source(r.config, comm_->rank(), comm_->world_size());
@@ -812,20 +809,26 @@ Session::ResumeState Session::prepare_resume(const std::string& path) const {
 void Session::apply_resume(ResumeState& r) {
   const int64_t n = model_->params().total_elems;
   ops_->upload(model_->param_data(), r.weights.data(), n * sizeof(float));
-  const size_t slice_bytes = static_cast<size_t>(optimizer_->elems()) * sizeof(float);
-  ops_->upload(optimizer_->exp_avg(), r.m.data() + optimizer_->shard_begin(), slice_bytes);
-  ops_->upload(optimizer_->exp_avg_sq(), r.v.data() + optimizer_->shard_begin(), slice_bytes);
+  upload_slots(r.slots);
   ops_->weights_changed();
-  optimizer_->set_steps_taken(r.optimizer_steps);
-  scaler_.restore(r.loss_scale, r.clean_steps);
-  global_step_ = r.step;
-  micro_step_ = r.micro_step;
+  optimizer_->set_steps_taken(r.state.optimizer_steps);
+  scaler_.restore(r.state.loss_scale, r.state.loss_scale_clean_steps);
+  global_step_ = r.state.global_step;
+  micro_step_ = r.state.micro_step;
   train_data_ = std::move(r.data);
   config_ = r.config;
   config_json_ = config_.to_json().dump();
-  if (r.run_id != run_id_) owns_checkpoint_dir_ = false;
-  run_id_ = r.run_id;
+  // The run continues under the checkpoint's id (kLegacyRunId for files written before run ids).
+  if (r.state.run_id != run_id_) owns_checkpoint_dir_ = false;
+  run_id_ = r.state.run_id;
   discard_accumulation();
+}
+
+void Session::upload_slots(const std::map<std::string, std::vector<float>>& slots) {
+  const size_t slice_bytes = static_cast<size_t>(optimizer_->elems()) * sizeof(float);
+  for (const OptimizerSlot& slot : optimizer_->slots()) {
+    ops_->upload(slot.data, slots.at(slot.name).data() + optimizer_->shard_begin(), slice_bytes);
+  }
 }
 
 void Session::load_checkpoint(const std::string& path) {
@@ -860,7 +863,8 @@ void Session::init_optimizer_state(const CheckpointContents& c, const std::strin
   const std::string saved_optimizer = saved.is_object() && saved.contains("train") && saved["train"].is_object()
                                           ? saved["train"].value("optimizer", std::string())
                                           : std::string();
-  const bool same_optimizer = saved_optimizer == config_.train.optimizer.name;
+  const std::string optimizer = optimizer_name(config_.train.optimizer.kind);
+  const bool same_optimizer = saved_optimizer == optimizer;
   if (mode == InitOptimizerState::automatic && !(config_.task.pretraining() && c.has_optimizer() && same_optimizer)) {
     return;
   }
@@ -870,14 +874,17 @@ void Session::init_optimizer_state(const CheckpointContents& c, const std::strin
              "' holds weights only (no optimizer moments)");
   BERT_CHECK(same_optimizer, Code::config, "config key 'train.init_optimizer_state' = \"load\": checkpoint '", path,
              "' holds ", saved_optimizer.empty() ? "unnamed" : saved_optimizer, " moments but train.optimizer = \"",
-             config_.train.optimizer.name, "\"");
+             optimizer, "\"");
   const ParamTable& table = model_->params();
-  std::vector<float> m(table.total_elems), v(table.total_elems);
-  load_tensors(table, c.exp_avg, path, "optimizer exp_avg", m.data());
-  load_tensors(table, c.exp_avg_sq, path, "optimizer exp_avg_sq", v.data());
-  const size_t slice_bytes = static_cast<size_t>(optimizer_->elems()) * sizeof(float);
-  ops_->upload(optimizer_->exp_avg(), m.data() + optimizer_->shard_begin(), slice_bytes);
-  ops_->upload(optimizer_->exp_avg_sq(), v.data() + optimizer_->shard_begin(), slice_bytes);
+  std::map<std::string, std::vector<float>> slots;
+  for (const OptimizerSlot& slot : optimizer_->slots()) {
+    const auto found = c.optimizer.find(slot.name);
+    BERT_CHECK(found != c.optimizer.end(), Code::checkpoint, "checkpoint '", path, "' holds no optimizer ", slot.name);
+    std::vector<float>& host = slots[slot.name];
+    host.resize(table.total_elems);
+    load_tensors(table, found->second, path, "optimizer " + slot.name, host.data());
+  }
+  upload_slots(slots);
   log_message(log_info, "optimizer moments from '" + path + "' (train.init_optimizer_state); step, schedule and LR start afresh");
 }
 

@@ -8,12 +8,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/ops.h"
 #include "backend/thread_device.h"
+#include "ckpt/training_state.h"
 #include "data/batch.h"
 #include "data/eval_set.h"
 #include "dist/communicator.h"
@@ -56,7 +58,7 @@ struct EvalStats {
 struct SessionMemory {
   uint64_t parameter_bytes = 0;   // fp32 weights (flat buffer)
   uint64_t gradient_bytes = 0;    // 0 for an inference session
-  uint64_t optimizer_bytes = 0;   // the moments and the update buffer of this rank's parameters
+  uint64_t optimizer_bytes = 0;   // the optimizer's slots (and Adam's update buffer) for this rank's parameters
   uint64_t activation_bytes = 0;  // the activation arena
   uint64_t peak_bytes = 0;        // the backend's peak memory held at once
 };
@@ -127,14 +129,16 @@ class Session {
  private:
   // A checkpoint's training state, read, verified and checked against this session, not yet applied.
   struct ResumeState {
-    std::string path, run_id;
-    std::vector<float> weights, m, v;  // whole parameter-sized host buffers
+    std::string path;
+    TrainingState state;
+    // Whole parameter-sized host buffers: the weights, and each optimizer slot by name.
+    std::vector<float> weights;
+    std::map<std::string, std::vector<float>> slots;
     SessionConfig config;              // this session's, with the checkpoint's seed
     std::unique_ptr<DataSource> data;  // positioned at the checkpoint's cursor (training data only)
-    int64_t step = 0, optimizer_steps = 0, clean_steps = 0;
-    uint64_t micro_step = 0;
-    double loss_scale = 1;
   };
+  // Uploads whole parameter-sized host buffers of the optimizer's slots (its shard's slices).
+  void upload_slots(const std::map<std::string, std::vector<float>>& slots);
   // train.init_optimizer_state: the moments of init_checkpoint's contents, when it asks for them.
   void init_optimizer_state(const CheckpointContents& c, const std::string& path);
   // Throws Error(checkpoint/io) and leaves the session as it was.
@@ -163,9 +167,9 @@ class Session {
   // Host memory holding `values` (a full parameter-sized buffer): the buffer itself on the CPU
   // backend, else `copy`, downloaded into.
   const float* host_values(const float* values, std::vector<float>& copy) const;
-  // The same for an optimizer moment (this rank's slice when sharded: gathered from every rank,
+  // The same for an optimizer slot (this rank's slice when sharded: gathered from every rank,
   // COLLECTIVE then).
-  const float* host_moment(float* moment, std::vector<float>& copy);
+  const float* host_slot(float* slot, std::vector<float>& copy);
   void log_token_imbalance();
   ForwardStats eval_whole_set();
   EvalStats eval_task(const BatchView& batch);

@@ -37,7 +37,7 @@ void parse_train(JsonReader r, TrainConfig& t) {
          "' does not apply to train.lr_schedule \"linear\" (Hugging Face's: warmup from step 1, decay to 0)");
   }
   OptimizerConfig& o = t.optimizer;
-  o.name = r.get_choice("optimizer", o.name, {"lamb", "adamw"});
+  o.kind = parse_optimizer_kind(r.get_choice("optimizer", optimizer_name(o.kind), {"lamb", "adamw", "sgd"}));
   o.beta1 = r.get_number("beta1", o.beta1, 0.0, 0.999999);
   o.beta2 = r.get_number("beta2", o.beta2, 0.0, 0.999999999);
   o.eps = r.get_number("eps", o.eps, 0.0, 1.0);
@@ -45,9 +45,10 @@ void parse_train(JsonReader r, TrainConfig& t) {
   o.max_grad_norm = r.get_number("max_grad_norm", o.max_grad_norm, 0.0, 1e12);
   o.bias_correction = r.get_bool("bias_correction", o.bias_correction);
   o.nvlamb = r.get_bool("nvlamb", o.nvlamb);
-  t.precision = r.get_choice("precision", t.precision, {"fp32", "tf32", "bf16", "fp16"});
+  o.momentum = r.get_number("momentum", o.momentum, 0.0, 1.0);
+  t.precision = parse_precision(r.get_choice("precision", precision_name(t.precision), {"fp32", "tf32", "bf16", "fp16"}));
   LossScaleConfig& ls = t.loss_scale;
-  ls.mode = r.get_choice("loss_scaling", t.precision == "fp16" ? "dynamic" : "none", {"none", "static", "dynamic"});
+  ls.mode = r.get_choice("loss_scaling", t.precision == Precision::fp16 ? "dynamic" : "none", {"none", "static", "dynamic"});
   ls.initial = r.get_number("loss_scale", ls.initial, 1e-30, 3.4e38);
   ls.window = r.get_int("loss_scale_window", ls.window, 1, std::numeric_limits<int64_t>::max());
   ls.min = r.get_number("min_loss_scale", ls.min, 1e-30, 3.4e38);
@@ -78,7 +79,9 @@ void parse_train(JsonReader r, TrainConfig& t) {
 }
 
 void parse_data(JsonReader r, DataConfig& d) {
-  d.source = r.get_choice("source", r.has("train_dir") ? "hdf5" : d.source, {"synthetic", "hdf5"});
+  d.source = r.get_choice("source", r.has("train_dir") ? "hdf5" : "synthetic", {"synthetic", "hdf5"}) == "hdf5"
+                 ? DataSourceKind::hdf5
+                 : DataSourceKind::synthetic;
   d.train_dir = r.get_string("train_dir", d.train_dir);
   d.eval_dir = r.get_string("eval_dir", d.eval_dir);
   d.format = r.get_choice("format", d.format, {"auto", "dle", "mlperf", "mlperf_packed"});
@@ -94,10 +97,10 @@ void parse_data(JsonReader r, DataConfig& d) {
   d.balance_ranks = r.get_bool("balance_ranks", d.balance_ranks);
   d.length_bins = r.get_bool("length_bins", d.length_bins);
   r.finish();
-  if (d.length_bins && (d.source != "hdf5" || d.bucket_bins > 0)) {
+  if (d.length_bins && (d.source != DataSourceKind::hdf5 || d.bucket_bins > 0)) {
     fail(Code::config, "config key 'data.length_bins' needs HDF5 shards in data.train_dir and excludes data.bucket_bins");
   }
-  if (d.source == "hdf5" && d.train_dir.empty()) {
+  if (d.source == DataSourceKind::hdf5 && d.train_dir.empty()) {
     fail(Code::config, "config key 'data.train_dir' is required when data.source is \"hdf5\"");
   }
 }
@@ -117,7 +120,7 @@ void parse_dist(JsonReader r, DistConfig& d) {
   d.timeout_s = r.get_number("timeout_s", d.timeout_s, 0.001, 1e7);
   d.clip_per_rank = r.get_bool("clip_per_rank", d.clip_per_rank);
   d.bucket_mb = r.get_number("bucket_mb", d.bucket_mb, 0.0, 1e6);
-  d.wire_precision = r.get_choice("wire_precision", d.wire_precision, {"fp32", "bf16", "fp16"});
+  d.wire_precision = parse_wire_precision(r.get_choice("wire_precision", wire_precision_name(d.wire_precision), {"fp32", "bf16", "fp16"}));
   d.shard_optimizer = r.get_bool("shard_optimizer", d.shard_optimizer);
   r.finish();
 }
@@ -184,14 +187,14 @@ SessionConfig parse_session_config(const std::string& text) {
     fail(Code::config, "config key 'data.max_predictions_per_seq' = ", c.data.max_predictions_per_seq,
          " must be smaller than data.max_seq_length = ", c.data.max_seq_length);
   }
-  if (c.dist.shard_optimizer && c.dist.wire_precision != "fp32") {
+  if (c.dist.shard_optimizer && c.dist.wire_precision != WirePrecision::fp32) {
     fail(Code::config, "config key 'dist.shard_optimizer' = true reduce-scatters gradients in fp32: set "
-         "dist.wire_precision to \"fp32\" (it is \"", c.dist.wire_precision, "\")");
+         "dist.wire_precision to \"fp32\" (it is \"", wire_precision_name(c.dist.wire_precision), "\")");
   }
   if (c.device == "cpu") {
-    if (c.train.precision == "fp16") {
-      fail(Code::config, "config key 'train.precision' = \"fp16\" needs device \"cuda\"; the CPU backend computes in fp32 "
-           "or, on CPUs with native bf16, \"bf16\"");
+    if (c.train.precision == Precision::fp16 || c.train.precision == Precision::tf32) {
+      fail(Code::config, "config key 'train.precision' = \"", precision_name(c.train.precision),
+           "\" needs device \"cuda\"; the CPU backend computes in fp32 or, on CPUs with native bf16, \"bf16\"");
     }
     if (c.train.fused_attention) {
       fail(Code::config, "config key 'train.fused_attention' = true needs device \"cuda\" (cuDNN)");
@@ -221,7 +224,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"end_lr", train.end_lr},
         {"lr_schedule", train.lr_schedule == LrScheduleKind::linear ? "linear" : "poly"},
         {"decay_degree", train.decay_degree},
-        {"optimizer", o.name},
+        {"optimizer", optimizer_name(o.kind)},
         {"beta1", o.beta1},
         {"beta2", o.beta2},
         {"eps", o.eps},
@@ -229,7 +232,8 @@ nlohmann::json SessionConfig::to_json() const {
         {"max_grad_norm", o.max_grad_norm},
         {"bias_correction", o.bias_correction},
         {"nvlamb", o.nvlamb},
-        {"precision", train.precision},
+        {"momentum", o.momentum},
+        {"precision", precision_name(train.precision)},
         {"loss_scaling", train.loss_scale.mode},
         {"loss_scale", train.loss_scale.initial},
         {"loss_scale_window", train.loss_scale.window},
@@ -250,7 +254,7 @@ nlohmann::json SessionConfig::to_json() const {
                                  : train.init_optimizer_state == InitOptimizerState::zero ? "zero"
                                                                                           : "auto"}}},
       {"data",
-       {{"source", data.source},
+       {{"source", data.source == DataSourceKind::hdf5 ? "hdf5" : "synthetic"},
         {"train_dir", data.train_dir},
         {"eval_dir", data.eval_dir},
         {"format", data.format},
@@ -276,7 +280,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"clip_per_rank", dist.clip_per_rank},
         {"bucket_mb", dist.bucket_mb},
         {"shard_optimizer", dist.shard_optimizer},
-        {"wire_precision", dist.wire_precision}}},
+        {"wire_precision", wire_precision_name(dist.wire_precision)}}},
       {"log",
        {{"metrics", log.metrics},
         {"mlperf", log.mlperf},

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/precision.h"
+#include "dist/communicator.h"
 #include "model/bert_config.h"
 #include "model/task_config.h"
 #include "optim/loss_scaler.h"
@@ -39,7 +41,7 @@ struct TrainConfig {
   double decay_degree = 0.5;
   LrScheduleKind lr_schedule = LrScheduleKind::poly;  // "poly" (DLE, MLPerf) or "linear" (HF's Trainer)
   OptimizerConfig optimizer;
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;
   LossScaleConfig loss_scale;    // mode "dynamic" by default with fp16, "none" otherwise
   bool fused_attention = false;  // CUDA: cuDNN's fused attention instead of the reference kernels
   bool cuda_graphs = false;      // CUDA: each micro-batch's forward and backward (with the all-reduce's buckets) replayed as a CUDA graph
@@ -57,8 +59,11 @@ struct TrainConfig {
   InitOptimizerState init_optimizer_state = InitOptimizerState::automatic;
 };
 
+// data.source: seeded synthetic batches, or HDF5 shards from data.train_dir.
+enum class DataSourceKind { synthetic, hdf5 };
+
 struct DataConfig {
-  std::string source = "synthetic";  // "synthetic" or "hdf5"
+  DataSourceKind source = DataSourceKind::synthetic;
   std::string train_dir, eval_dir, format = "auto";
   int max_seq_length = 128;
   int max_predictions_per_seq = 20;
@@ -90,7 +95,7 @@ struct DistConfig {
   // bert_step reduces gradients in buckets of about this many MiB while the backward pass goes
   // on (0: one all-reduce after the backward pass).
   double bucket_mb = 25;
-  std::string wire_precision = "fp32";  // "fp32", "bf16" or "fp16": gradients on the wire
+  WirePrecision wire_precision = WirePrecision::fp32;  // gradients on the wire
   // Distributed optimizer: gradients reduce-scattered, each rank updates (and keeps the LAMB/AdamW
   // moments of) 1/world of the flat parameters, the weights are all-gathered after the step.
   bool shard_optimizer = false;

@@ -101,7 +101,7 @@ nlohmann::json modelled_config(const CostModelRequest& q, nlohmann::json config)
   config["train"]["precision"] = "fp32";
   config["train"]["threads"] = 1;
   config["train"]["fused_attention"] = false;
-  if (q.precision == "fp16") config["train"]["loss_scaling"] = "dynamic";
+  if (q.precision == bert::Precision::fp16) config["train"]["loss_scaling"] = "dynamic";
   return config;
 }
 
@@ -166,11 +166,11 @@ ModelledStep model_step(const CostModelRequest& q, const nlohmann::json& config,
   return m;
 }
 
-bool low_precision(const CostModelRequest& q) { return q.precision == "bf16" || q.precision == "fp16"; }
+bool low_precision(const CostModelRequest& q) { return bert::is_16bit(q.precision); }
 
 // The GEMM peak the request's precision runs at on `device`.
 double& gemm_peak_of(const CostModelRequest& q, bert::DeviceModel& device) {
-  return low_precision(q) ? device.tensor16_flops : q.precision == "tf32" ? device.tf32_flops : device.fp32_flops;
+  return low_precision(q) ? device.tensor16_flops : q.precision == bert::Precision::tf32 ? device.tf32_flops : device.fp32_flops;
 }
 
 }  // namespace
@@ -214,13 +214,14 @@ int run_cost_model(const CostModelRequest& q) {
     bert::DeviceModel device = requested_device(q);
     const double gemm_peak = gemm_peak_of(q, device);
     const bool lowp = low_precision(q);
+    const char* precision = bert::precision_name(q.precision);
     const bert::CostModelOptions options = requested_options(q);
     std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s activations, %s\n",
-                q.device.c_str(), q.precision.c_str(), gemm_peak / 1e12, lowp ? "16-bit" : q.precision.c_str(),
-                device.bandwidth / 1e12, options.activations_16bit ? q.precision.c_str() : "fp32",
+                q.device.c_str(), precision, gemm_peak / 1e12, lowp ? "16-bit" : precision,
+                device.bandwidth / 1e12, options.activations_16bit ? precision : "fp32",
                 q.graphed ? "micro-batches graphed (no launch cost inside), 4 us per other launch" : "4 us per launch");
     nlohmann::json summary = {{"cost_model", q.device},
-                              {"precision", q.precision},
+                              {"precision", precision},
                               {"graphed", q.graphed},
                               {"world", q.world},
                               {"fused_attention", q.fused_attention},

@@ -18,7 +18,7 @@ namespace bert_tools {
 struct CostModelRequest {
   std::string device;       // "h100" or "a100"
   nlohmann::json config;    // the session config bert-bench built (its device/precision are replaced)
-  std::string precision;    // the CUDA backend's precision to model
+  bert::Precision precision = bert::Precision::bf16;  // the CUDA backend's precision to model
   // Model FLOPs of the step from the resolved model config (bert-bench's analytic count; unset: 0).
   std::function<double(const nlohmann::json& model)> model_flops;
   int batch = 0;            // sequences per step

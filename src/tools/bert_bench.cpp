@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     bert_tools::CostModelRequest request;
     request.device = cost_model;
     request.config = config;
-    request.precision = precision;
+    request.precision = bert::parse_precision(precision);
     request.batch = sequences;
     request.peak_tflops = peak_tflops;
     request.bandwidth_tbs = bandwidth;

@@ -67,7 +67,9 @@ int inspect_checkpoint(const std::string& path, bool tensors) {
   std::printf("format       %d, written by bertengine %s\n", c.format_version, c.engine_version.c_str());
   std::printf("state        %s\n", c.state.dump().c_str());
   std::printf("model        %zu tensors, %lld parameters\n", c.model.size(), static_cast<long long>(params));
-  std::printf("optimizer    %s\n", c.has_optimizer() ? "Adam moments (exp_avg, exp_avg_sq) for every tensor" : "none (weights only)");
+  std::string slots;
+  for (const auto& [slot, tensors] : c.optimizer) slots += (slots.empty() ? "" : ", ") + slot;
+  std::printf("optimizer    %s\n", c.has_optimizer() ? (slots + " for every tensor").c_str() : "none (weights only)");
   std::printf("config       %s\n", c.config_json.c_str());
   if (tensors) {
     for (const auto& [name, t] : c.model) {

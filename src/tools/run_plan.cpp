@@ -86,7 +86,7 @@ nlohmann::json plan_phase(const PlannedPhase& phase, int world) {
   CostModelRequest q;
   q.config = planning_config(given.to_json());
   if (!given.train.accumulation_given) q.config["train"].erase("accumulation_steps");  // derived for `world`
-  q.precision = given.on_cuda() ? given.train.precision : "fp32";
+  q.precision = given.on_cuda() ? given.train.precision : bert::Precision::fp32;
   q.world = world;
   q.fused_attention = given.train.fused_attention;
   q.graphed = given.train.cuda_graphs;
@@ -111,7 +111,7 @@ nlohmann::json plan_phase(const PlannedPhase& phase, int world) {
       {"config", phase.path},
       {"world", world},
       {"device", given.device},
-      {"precision", given.train.precision},
+      {"precision", bert::precision_name(given.train.precision)},
       {"model", resolved["model"]},
       {"parameters", session->model().params().total_elems},
       {"micro_batch", micro},

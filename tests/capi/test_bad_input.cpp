@@ -123,10 +123,12 @@ TEST(Config, ImpossibleValues) {
   EXPECT_NE(m.find("'data.max_seq_length'"), std::string::npos) << m;
   m = create_error(R"({"model": "bert-huge"})");
   EXPECT_NE(m.find("bert-huge"), std::string::npos) << m;
-  m = create_error(R"({"train": {"optimizer": "sgd"}})");
+  m = create_error(R"({"train": {"optimizer": "adagrad"}})");
   EXPECT_NE(m.find("'train.optimizer'"), std::string::npos) << m;
   m = create_error(R"({"model": "bert-tiny", "train": {"fused_attention": true}})");
   EXPECT_NE(m.find("'train.fused_attention' = true needs device \"cuda\""), std::string::npos) << m;
+  m = create_error(R"({"model": "bert-tiny", "train": {"precision": "tf32"}})");  // ran as fp32 before: refused now
+  EXPECT_NE(m.find("'train.precision' = \"tf32\" needs device \"cuda\""), std::string::npos) << m;
   m = create_error(R"({"model": "bert-tiny", "data": {"pad_to_multiple": -8}})");
   EXPECT_NE(m.find("'data.pad_to_multiple'"), std::string::npos) << m;
 }

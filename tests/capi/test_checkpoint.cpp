@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_batch.h"
@@ -68,23 +69,26 @@ void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b) {
   }
 }
 
-class ExactResume : public ::testing::TestWithParam<bool> {};
+// (host batches or the session's own data, optimizer)
+class ExactResume : public ::testing::TestWithParam<std::tuple<bool, const char*>> {};
 
 TEST_P(ExactResume, LossesAfterResumeAreBitIdentical) {
-  const bool host = GetParam();
+  const auto [host, optimizer] = GetParam();
+  const std::string with_optimizer = std::string(R"(, "optimizer": ")") + optimizer + "\"";
   const int N = 5;
-  bert_session* straight = create(config());
+  bert_session* straight = create(config(with_optimizer));
   std::vector<float> reference = train(straight, 0, 2 * N, host);
   bert_session_destroy(straight);
 
-  const fs::path dir = temp_dir(host ? "host" : "own");
+  const fs::path dir = temp_dir(std::string(host ? "host_" : "own_") + optimizer);
   const std::string path = (dir / "mid.h5").string();
-  bert_session* first = create(config());
+  bert_session* first = create(config(with_optimizer));
   train(first, 0, N, host);
   ASSERT_EQ(bert_checkpoint(first, path.c_str()), BERT_OK) << bert_last_error();
   bert_session_destroy(first);
 
-  bert_session* second = create(config(", \"seed\": 999"));  // different init: everything must come from the file
+  // A different init: everything must come from the file.
+  bert_session* second = create(config(with_optimizer + ", \"seed\": 999"));
   ASSERT_EQ(bert_checkpoint_load(second, path.c_str()), BERT_OK) << bert_last_error();
   std::vector<float> resumed = train(second, N, 2 * N, host);
   bert_session_destroy(second);
@@ -92,7 +96,49 @@ TEST_P(ExactResume, LossesAfterResumeAreBitIdentical) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(HostBatchesAndOwnData, ExactResume, ::testing::Values(true, false));
+INSTANTIATE_TEST_SUITE_P(HostBatchesAndOwnData, ExactResume,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values("lamb", "sgd")));
+
+// An optimizer keeps the slots it declares (SGD: one momentum buffer, no update buffer; LAMB: two
+// moments and the update), and a checkpoint of one optimizer's slots is refused by a session of an
+// optimizer with other slots, naming both, with the session unchanged.
+TEST(Checkpoint, OptimizerSlotsAreTheOptimizersOwn) {
+  bert_session* sgd = create(config(R"(, "optimizer": "sgd")"));
+  bert_session* lamb = create(config());
+  bert_memory_info m_sgd, m_lamb;
+  bert_memory_info_init(&m_sgd);
+  bert_memory_info_init(&m_lamb);
+  ASSERT_EQ(bert_session_memory(sgd, &m_sgd), BERT_OK);
+  ASSERT_EQ(bert_session_memory(lamb, &m_lamb), BERT_OK);
+  EXPECT_EQ(m_sgd.optimizer_bytes, m_sgd.parameter_bytes);
+  EXPECT_EQ(m_lamb.optimizer_bytes, 3 * m_lamb.parameter_bytes);
+
+  const fs::path dir = temp_dir("slots");
+  const std::string path = (dir / "sgd.h5").string();
+  train(sgd, 0, 2, true);
+  ASSERT_EQ(bert_checkpoint(sgd, path.c_str()), BERT_OK) << bert_last_error();
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_GT(H5Lexists(f, "/optimizer/momentum_buffer", H5P_DEFAULT), 0);
+  EXPECT_GT(H5Lexists(f, "/optimizer/momentum_buffer/bert.pooler.dense.weight", H5P_DEFAULT), 0);
+  EXPECT_EQ(H5Lexists(f, "/optimizer/exp_avg", H5P_DEFAULT), 0);
+  H5Fclose(f);
+
+  train(lamb, 0, 1, true);
+  EXPECT_EQ(bert_checkpoint_load(lamb, path.c_str()), BERT_ERR_CHECKPOINT);
+  const std::string message = bert_last_error();
+  EXPECT_NE(message.find("holds optimizer state (momentum_buffer) but this optimizer keeps (exp_avg, exp_avg_sq)"),
+            std::string::npos) << message;
+  TestBatch t(8, 24, 4, 100, 7);
+  bert_batch b = t.view();
+  bert_step_result r;
+  bert_step_result_init(&r);
+  ASSERT_EQ(bert_step(lamb, &b, &r), BERT_OK) << bert_last_error();
+  EXPECT_EQ(r.step, 2) << "the refused load changed the session";
+  bert_session_destroy(sgd);
+  bert_session_destroy(lamb);
+  fs::remove_all(dir);
+}
 
 TEST(Checkpoint, WeightsOnlyKeepsOptimizerAndStep) {
   const fs::path dir = temp_dir("weights");

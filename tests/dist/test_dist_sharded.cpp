@@ -1,5 +1,5 @@
 // The distributed optimizer (dist.shard_optimizer) under mpirun (-np 2, -np 4): on the same
-// batches, W ranks with sharded LAMB or AdamW must track W ranks with the replicated optimizer —
+// batches, W ranks with sharded LAMB, AdamW or SGD must track W ranks with the replicated optimizer —
 // losses, gradient norms and final weights within kTolerance after 10 steps (with gradient
 // clipping active and with static loss scaling); each rank keeps 1/W of the optimizer state; and
 // checkpoints hold the whole state: a sharded run resumed from its checkpoint continues
@@ -93,6 +93,10 @@ TEST(Sharded, LambEqualsReplicatedLamb) { expect_sharded_equals_replicated("", "
 
 TEST(Sharded, AdamWEqualsReplicatedAdamW) {
   expect_sharded_equals_replicated(R"(, "optimizer": "adamw")", "AdamW");
+}
+
+TEST(Sharded, SgdEqualsReplicatedSgd) {
+  expect_sharded_equals_replicated(R"(, "optimizer": "sgd", "lr": 0.2)", "SGD");
 }
 
 // A small max_grad_norm clips every step; static loss scaling divides the scale back out.

@@ -56,8 +56,9 @@ int main() {
   const struct {
     const char* what;
     bert::CudaOptions options;
-  } backends[] = {{"cuda:0 bf16", {"bf16"}}, {"cuda:0 bf16 with 16-bit activations", {"bf16", false, false, true}},
-                  {"cuda:0 bf16 with cuDNN fused attention", {"bf16", true}}};
+  } backends[] = {{"cuda:0 bf16", {bert::Precision::bf16}},
+                  {"cuda:0 bf16 with 16-bit activations", {bert::Precision::bf16, false, false, true}},
+                  {"cuda:0 bf16 with cuDNN fused attention", {bert::Precision::bf16, true}}};
   int failed = 0;
   for (const auto& b : backends) {
     const auto t0 = std::chrono::steady_clock::now();

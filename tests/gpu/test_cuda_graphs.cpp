@@ -29,7 +29,7 @@ constexpr int kHeads = 4, kHeadDim = 16, kHidden = kHeads * kHeadDim, kInter = 4
 class CudaGraphs : public ::testing::Test {
  protected:
   void SetUp() override {
-    ops = make_cuda_ops(0, CudaOptions{"bf16"});
+    ops = make_cuda_ops(0, CudaOptions{Precision::bf16});
     stream = static_cast<cudaStream_t>(ops->native_stream());
     layout.seq_start = {0, 7, 40, 41, 60};  // packed: the softmax reads its sequence table
     T = layout.total_tokens();

@@ -111,7 +111,7 @@ class CudaVsCpu : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu = make_cpu_ops(2);
-    gpu = make_cuda_ops(0, CudaOptions{"fp32"});
+    gpu = make_cuda_ops(0, CudaOptions{Precision::fp32});
   }
   std::unique_ptr<Ops> cpu, gpu;
 };
@@ -145,22 +145,22 @@ TEST_F(CudaVsCpu, MemoryIsZeroFilledRoundTripsAndCountsPeak) {
 }
 
 TEST(CudaFactory, RejectsUnknownPrecisionAndDevice) {
-  expect_error([] { make_cuda_ops(0, CudaOptions{"fp8"}); }, Code::invalid_argument, {"'fp8'"});
-  EXPECT_THROW(make_cuda_ops(4096, CudaOptions{"fp32"}), Error);
+  expect_error([] { parse_precision("fp8"); }, Code::invalid_argument, {"'fp8'"});
+  EXPECT_THROW(make_cuda_ops(4096, CudaOptions{Precision::fp32}), Error);
   EXPECT_TRUE(cuda_available());
   EXPECT_EQ(make_cuda_ops(0)->name(), "cuda:0:tf32");
-  EXPECT_EQ(make_cuda_ops(0, CudaOptions{"fp16"})->name(), "cuda:0:fp16");
-  auto ops = make_cuda_ops(0, CudaOptions{"fp32"});
+  EXPECT_EQ(make_cuda_ops(0, CudaOptions{Precision::fp16})->name(), "cuda:0:fp16");
+  auto ops = make_cuda_ops(0, CudaOptions{Precision::fp32});
   EXPECT_NE(ops->native_stream(), nullptr);
   EXPECT_EQ(ops->native_stream(), dynamic_cast<CudaOps&>(*ops).stream());
 }
 
 TEST(CudaFactory, FusedAttentionNeedsCudnnFrontend) {
   if (fused_attention_built()) {
-    EXPECT_EQ(make_cuda_ops(0, CudaOptions{"bf16", true})->name(), "cuda:0:bf16:fused-attention");
+    EXPECT_EQ(make_cuda_ops(0, CudaOptions{Precision::bf16, true})->name(), "cuda:0:bf16:fused-attention");
     return;
   }
-  expect_error([] { make_cuda_ops(0, CudaOptions{"bf16", true}); }, Code::unsupported,
+  expect_error([] { make_cuda_ops(0, CudaOptions{Precision::bf16, true}); }, Code::unsupported,
                {"'train.fused_attention'", "-Dcudnn_frontend"});
 }
 
@@ -248,9 +248,9 @@ TEST_F(CudaVsCpu, LinearFp32AllActivations) {
 }
 
 TEST_F(CudaVsCpu, LinearTf32Bf16AndFp16) {
-  auto tf32 = make_cuda_ops(0, CudaOptions{"tf32"});
-  auto bf16 = make_cuda_ops(0, CudaOptions{"bf16"});
-  auto fp16 = make_cuda_ops(0, CudaOptions{"fp16"});
+  auto tf32 = make_cuda_ops(0, CudaOptions{Precision::tf32});
+  auto bf16 = make_cuda_ops(0, CudaOptions{Precision::bf16});
+  auto fp16 = make_cuda_ops(0, CudaOptions{Precision::fp16});
   run_linear(*cpu, *tf32, Activation::gelu_erf, true, false, kGemmTf32, "tf32");
   run_linear(*cpu, *bf16, Activation::gelu_erf, true, false, kGemmBf16, "bf16");
   run_linear(*cpu, *fp16, Activation::gelu_erf, true, false, kGemmFp16, "fp16");
@@ -421,12 +421,12 @@ TEST_F(CudaVsCpu, AttentionPaddedAndVariableLength) {
     run_attention(*cpu, *gpu, packed, p, kGemmFp32, "packed" + d);
     run_attention(*cpu, *gpu, many, p, kGemmFp32, "padded, 6 sequences" + d);
   }
-  auto tf32 = make_cuda_ops(0, CudaOptions{"tf32"});
-  auto bf16 = make_cuda_ops(0, CudaOptions{"bf16"});
+  auto tf32 = make_cuda_ops(0, CudaOptions{Precision::tf32});
+  auto bf16 = make_cuda_ops(0, CudaOptions{Precision::bf16});
   run_attention(*cpu, *tf32, packed, 0.1f, kGemmTf32, "tf32 packed dropout");
   run_attention(*cpu, *bf16, packed, 0.1f, kGemmBf16, "bf16 packed dropout");
   run_attention(*cpu, *bf16, many, 0.1f, kGemmBf16, "bf16 padded, 6 sequences, dropout");
-  auto fp16 = make_cuda_ops(0, CudaOptions{"fp16"});
+  auto fp16 = make_cuda_ops(0, CudaOptions{Precision::fp16});
   run_attention(*cpu, *fp16, padded, 0.1f, kGemmFp16, "fp16 padded dropout");
   AttentionLayout bad;
   bad.seq_start = {0, 5, 3};

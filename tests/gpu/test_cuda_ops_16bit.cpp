@@ -39,7 +39,7 @@ class CudaOps16 : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     CudaOptions options;
-    options.precision = GetParam();
+    options.precision = parse_precision(GetParam());
     options.activations_16bit = true;
     gpu = make_cuda_ops(0, options);
     type = gpu->activation_type();

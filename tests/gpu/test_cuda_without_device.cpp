@@ -24,22 +24,22 @@ bool device_present() {
 TEST(CudaWithoutDevice, FactoryReportsABackendError) {
   if (device_present()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(cuda_available());
-  expect_error([] { make_cuda_ops(0, CudaOptions{"bf16", true}); }, Code::backend, {"no CUDA device available"});
+  expect_error([] { make_cuda_ops(0, CudaOptions{Precision::bf16, true}); }, Code::backend, {"no CUDA device available"});
 }
 
 TEST(CudaPrecision, NamesAreParsedAndUnknownOnesRejected) {
-  EXPECT_EQ(parse_gemm_precision("fp32"), GemmPrecision::fp32);
-  EXPECT_EQ(parse_gemm_precision("tf32"), GemmPrecision::tf32);
-  EXPECT_EQ(parse_gemm_precision("bf16"), GemmPrecision::bf16);
-  EXPECT_EQ(parse_gemm_precision("fp16"), GemmPrecision::fp16);
-  EXPECT_STREQ(gemm_precision_name(GemmPrecision::fp16), "fp16");
+  EXPECT_EQ(parse_precision("fp32"), Precision::fp32);
+  EXPECT_EQ(parse_precision("tf32"), Precision::tf32);
+  EXPECT_EQ(parse_precision("bf16"), Precision::bf16);
+  EXPECT_EQ(parse_precision("fp16"), Precision::fp16);
+  EXPECT_STREQ(precision_name(Precision::fp16), "fp16");
   try {
-    parse_gemm_precision("fp16x");
+    parse_precision("fp16x");
     FAIL() << "fp16x must be rejected";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);
     EXPECT_EQ(std::string(e.what()),
-              "CUDA precision 'fp16x' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
+              "precision 'fp16x' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
   }
 }
 

@@ -47,7 +47,7 @@ using testing::expect_error;
 // The fused attention as these tests want it: cuDNN's deterministic backward or an error, never a
 // silent fallback to the atomics-based one (the bitwise checks would fail looking like graph bugs).
 std::unique_ptr<Ops> fused_ops(const std::string& precision, bool pad_varlen = false, bool activations_16bit = false) {
-  CudaOptions options{precision, true, pad_varlen, activations_16bit};
+  CudaOptions options{parse_precision(precision), true, pad_varlen, activations_16bit};
   options.fused_attention_deterministic_only = true;
   return make_cuda_ops(0, options);
 }

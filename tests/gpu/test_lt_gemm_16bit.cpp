@@ -55,7 +55,7 @@ struct Refusal {
   Refusal& operator=(const Refusal&) = delete;
 };
 
-class LtGemm16 : public ::testing::TestWithParam<GemmPrecision> {
+class LtGemm16 : public ::testing::TestWithParam<Precision> {
  protected:
   void SetUp() override {
     CUDA_CHECK(cudaStreamCreate(&stream));
@@ -68,7 +68,7 @@ class LtGemm16 : public ::testing::TestWithParam<GemmPrecision> {
     memory.reset();
     cudaStreamDestroy(stream);
   }
-  DType type() const { return GetParam() == GemmPrecision::bf16 ? DType::bf16 : DType::f16; }
+  DType type() const { return GetParam() == Precision::bf16 ? DType::bf16 : DType::f16; }
   double unit_roundoff() const { return type() == DType::bf16 ? 1.0 / 256 : 1.0 / 2048; }
   uint16_t bits(float x) const { return type() == DType::bf16 ? float_to_bf16_bits(x) : float_to_fp16_bits(x); }
   float value(uint16_t b) const { return type() == DType::bf16 ? bf16_bits_to_float(b) : fp16_bits_to_float(b); }
@@ -261,9 +261,9 @@ TEST_P(LtGemm16, RejectsTheOther16BitType) {
                 (type() == DType::bf16 ? "bf16" : "fp16") + " precision"});
 }
 
-INSTANTIATE_TEST_SUITE_P(Precision, LtGemm16, ::testing::Values(GemmPrecision::bf16, GemmPrecision::fp16),
-                         [](const ::testing::TestParamInfo<GemmPrecision>& info) {
-                           return std::string(gemm_precision_name(info.param));
+INSTANTIATE_TEST_SUITE_P(Precision, LtGemm16, ::testing::Values(Precision::bf16, Precision::fp16),
+                         [](const ::testing::TestParamInfo<Precision>& info) {
+                           return std::string(precision_name(info.param));
                          });
 
 }  // namespace

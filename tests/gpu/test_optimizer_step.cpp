@@ -52,7 +52,7 @@ void expect_device_step_equals_host_step(Ops& ops, const std::string& name, bool
   const ParamTable table(small_bert());
   const int64_t n = table.total_elems;
   OptimizerConfig config;
-  config.name = name;
+  config.kind = parse_optimizer_kind(name);
   config.nvlamb = nvlamb;
   config.max_grad_norm = 0.5;  // the gradients below have norms of about 2: clipped
   Optimizer host(config, table, ops), device(config, table, ops);
@@ -82,8 +82,8 @@ void expect_device_step_equals_host_step(Ops& ops, const std::string& name, bool
       EXPECT_FALSE(std::isfinite(d.grad_norm));
     }
     EXPECT_EQ(differing(read(ops, host_params, n), read(ops, device_params, n)), 0u) << "weights after step " << step;
-    EXPECT_EQ(differing(read(ops, host.exp_avg(), n), read(ops, device.exp_avg(), n)), 0u) << "m after step " << step;
-    EXPECT_EQ(differing(read(ops, host.exp_avg_sq(), n), read(ops, device.exp_avg_sq(), n)), 0u)
+    EXPECT_EQ(differing(read(ops, host.slot("exp_avg"), n), read(ops, device.slot("exp_avg"), n)), 0u) << "m after step " << step;
+    EXPECT_EQ(differing(read(ops, host.slot("exp_avg_sq"), n), read(ops, device.slot("exp_avg_sq"), n)), 0u)
         << "v after step " << step;
   }
   EXPECT_EQ(host.steps_taken(), 4);
@@ -100,7 +100,7 @@ void expect_device_step_equals_host_step(Ops& ops, const std::string& name, bool
 class OptimizerStep : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Ops> make() const {
-    return GetParam() == "cuda" ? make_cuda_ops(0, CudaOptions{"bf16"}) : make_cpu_ops(1);
+    return GetParam() == "cuda" ? make_cuda_ops(0, CudaOptions{Precision::bf16}) : make_cpu_ops(1);
   }
 };
 

@@ -57,8 +57,8 @@ void negate(std::vector<float>& v) {
 }
 
 TEST(CudaWeightMirror, GemmsReadTheMirrorAndSeeUpdatesAfterWeightsChanged) {
-  for (const char* precision : {"bf16", "fp16"}) {
-    SCOPED_TRACE(precision);
+  for (Precision precision : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(precision_name(precision));
     auto ops = make_cuda_ops(0, CudaOptions{precision});
     auto& cuda = dynamic_cast<CudaOps&>(*ops);
     Buffers buf(*ops);
@@ -101,7 +101,7 @@ TEST(CudaWeightMirror, GemmsReadTheMirrorAndSeeUpdatesAfterWeightsChanged) {
 }
 
 TEST(CudaWeightMirror, Fp32KeepsNoMirror) {
-  auto ops = make_cuda_ops(0, CudaOptions{"fp32"});
+  auto ops = make_cuda_ops(0, CudaOptions{Precision::fp32});
   Buffers buf(*ops);
   const size_t peak = ops->peak_bytes();
   ops->set_weights(buf.params, kParams);

@@ -226,7 +226,7 @@ void expect_cost_model_matches_emulator(bool unpad) {
   CostModelOps* model = nullptr;
   EmulatorTrafficOps* emulator = nullptr;
   CostModelOptions options;
-  options.precision = "bf16";
+  options.precision = Precision::bf16;
   Session session(config, make_local_communicator(), [&](std::unique_ptr<Ops> cuda) {
     auto traffic = std::make_unique<EmulatorTrafficOps>(std::move(cuda));
     emulator = traffic.get();
@@ -298,10 +298,10 @@ TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnUnpaddedBertTiny) {
 // bert-tiny's tensors: the model's launches, host waits (none) and bytes against the emulator's,
 // on the second call (the first uploads its segment table).
 TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnTheDeviceOptimizerStep) {
-  auto traffic = std::make_unique<EmulatorTrafficOps>(make_cuda_ops(0, CudaOptions{"bf16"}));
+  auto traffic = std::make_unique<EmulatorTrafficOps>(make_cuda_ops(0, CudaOptions{Precision::bf16}));
   EmulatorTrafficOps* emulator = traffic.get();
   CostModelOptions options;
-  options.precision = "bf16";
+  options.precision = Precision::bf16;
   CostModelOps model(options, std::move(traffic));
   const ParamTable table(parse_session_config(R"({"model": "bert-tiny"})").model);
   const std::vector<ParamSegment> segs = table.segments(0.01f);

@@ -114,3 +114,29 @@ class AdamW(_AdamMoments):
             m_hat, v_hat = self._moments(name, grads[name] / clip)
             p.sub_(m_hat / (torch.sqrt(v_hat) + self.eps), alpha=lr)
         return grad_norm
+
+
+class Sgd:
+    """torch.optim.SGD itself (momentum, L2 weight decay added to the gradient, no dampening or
+    Nesterov) with the same decay groups as LAMB, after the same global-norm clipping."""
+
+    def __init__(self, named_params, momentum=0.9, weight_decay=0.01, max_grad_norm=1.0):
+        self.params = dict(named_params)
+        self.max_grad_norm = max_grad_norm
+        groups = [{"params": [p for n, p in self.params.items() if not no_decay(n)], "weight_decay": weight_decay},
+                  {"params": [p for n, p in self.params.items() if no_decay(n)], "weight_decay": 0.0}]
+        self.torch_sgd = torch.optim.SGD(groups, lr=0.0, momentum=momentum)
+
+    def momentum_buffer(self, name):
+        return self.torch_sgd.state[self.params[name]]["momentum_buffer"]
+
+    @torch.no_grad()
+    def step(self, grads, lr):
+        grad_norm = global_norm(grads)
+        clip = clip_factor(grad_norm, self.max_grad_norm)
+        for name, p in self.params.items():
+            p.grad = (grads[name] / clip).to(p.dtype)
+        for group in self.torch_sgd.param_groups:
+            group["lr"] = lr
+        self.torch_sgd.step()
+        return grad_norm

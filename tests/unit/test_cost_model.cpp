@@ -131,11 +131,9 @@ TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown device 'v100' (known: h100, a100)"), std::string::npos) << e.what();
   }
-  CostModelOptions bad;
-  bad.precision = "int8";
-  EXPECT_THROW(CostModelOps ops(bad), Error);
+  EXPECT_THROW(parse_precision("int8"), Error);
   CostModelOptions tf32;
-  tf32.precision = "tf32";
+  tf32.precision = Precision::tf32;
   tf32.activations_16bit = true;
   try {
     CostModelOps ops(tf32);

@@ -15,10 +15,11 @@ CpuOps::CpuOps(int threads, bool bf16_gemm_inputs)
              "(AVX512-BF16 or AMX); this one offers ", cpu_isa_name(), ". Use \"fp32\" here.");
 }
 
-std::unique_ptr<Ops> make_cpu_ops(int threads, const std::string& precision) {
-  BERT_CHECK(precision == "fp32" || precision == "tf32" || precision == "bf16", Code::unsupported,
-             "config key 'train.precision' = \"", precision, "\" is not available on the CPU (fp32 or bf16)");
-  return std::make_unique<CpuOps>(threads, precision == "bf16");
+std::unique_ptr<Ops> make_cpu_ops(int threads, Precision precision) {
+  BERT_CHECK(precision == Precision::fp32 || precision == Precision::bf16, Code::unsupported,
+             "config key 'train.precision' = \"", precision_name(precision),
+             "\" is not available on the CPU (fp32, or bf16 on CPUs that multiply bf16 natively)");
+  return std::make_unique<CpuOps>(threads, precision == Precision::bf16);
 }
 
 }  // namespace bert

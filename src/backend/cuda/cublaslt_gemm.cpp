@@ -66,8 +66,8 @@ void set_layout(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t a
 
 }  // namespace
 
-kernels::LowPrecision lowp_kind(GemmPrecision precision) {
-  return precision == GemmPrecision::fp16 ? kernels::LowPrecision::fp16
+kernels::LowPrecision lowp_kind(Precision precision) {
+  return precision == Precision::fp16 ? kernels::LowPrecision::fp16
                                           : kernels::LowPrecision::bf16;
 }
 
@@ -91,7 +91,7 @@ struct LtGemm::Plan {
   }
 };
 
-LtGemm::LtGemm(GemmPrecision precision, DeviceMemory& memory, cudaStream_t stream)
+LtGemm::LtGemm(Precision precision, DeviceMemory& memory, cudaStream_t stream)
     : precision_(precision),
       memory_(memory),
       stream_(stream),
@@ -116,10 +116,10 @@ LtGemm::~LtGemm() {
 }
 
 bool LtGemm::low_precision() const {
-  return precision_ == GemmPrecision::bf16 || precision_ == GemmPrecision::fp16;
+  return precision_ == Precision::bf16 || precision_ == Precision::fp16;
 }
 
-DType LtGemm::lowp_dtype() const { return precision_ == GemmPrecision::fp16 ? DType::f16 : DType::bf16; }
+DType LtGemm::lowp_dtype() const { return precision_ == Precision::fp16 ? DType::f16 : DType::bf16; }
 
 LtGemm::Key LtGemm::key_of(const GemmArgs& g, const Plan& plan) const {
   // The alignments of the operands cuBLASLt actually reads (16-bit copies in bf16/fp16 mode).
@@ -171,11 +171,11 @@ const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan)
 void LtGemm::build_plan(const GemmArgs& g, const void* a_lt, const void* b_lt, const void* bias_lt,
                         Plan& plan) const {
   const bool lowp = low_precision();
-  const cudaDataType_t in_type = precision_ == GemmPrecision::bf16   ? CUDA_R_16BF
-                                 : precision_ == GemmPrecision::fp16 ? CUDA_R_16F
+  const cudaDataType_t in_type = precision_ == Precision::bf16   ? CUDA_R_16BF
+                                 : precision_ == Precision::fp16 ? CUDA_R_16F
                                                                      : CUDA_R_32F;
   const cublasComputeType_t compute =
-      precision_ == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      precision_ == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
   // cuBLASLt's A is our B: transposed exactly when our B is; likewise for our A.
   const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -275,7 +275,7 @@ void LtGemm::run(const GemmArgs& g) {
              ")");
   for (const DType type : {g.A.type, g.B.type, g.C.type, g.aux.data ? g.aux.type : g.C.type}) {
     BERT_CHECK(type == DType::f32 || (low_precision() && type == lowp_dtype()), Code::internal, "gemm: a ",
-               dtype_name(type), " operand in ", gemm_precision_name(precision_), " precision (",
+               dtype_name(type), " operand in ", precision_name(precision_), " precision (",
                low_precision() ? dtype_name(lowp_dtype()) : "fp32", " or fp32 operands only)");
   }
   BERT_CHECK(g.aux.data == nullptr || g.aux.type == g.C.type, Code::internal, "gemm: aux is ",

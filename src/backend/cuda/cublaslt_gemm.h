@@ -25,7 +25,7 @@
 namespace bert {
 
 // The 16-bit format of a bf16/fp16 GEMM precision.
-kernels::LowPrecision lowp_kind(GemmPrecision precision);
+kernels::LowPrecision lowp_kind(Precision precision);
 
 enum class GemmEpilogue { none, bias, gelu_aux_bias };
 
@@ -54,12 +54,12 @@ class LtGemm {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
-  LtGemm(GemmPrecision precision, DeviceMemory& memory, cudaStream_t stream);
+  LtGemm(Precision precision, DeviceMemory& memory, cudaStream_t stream);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  GemmPrecision precision() const { return precision_; }
+  Precision precision() const { return precision_; }
   // The low-precision weight copy (bf16/fp16 modes only; null otherwise).
   WeightMirror* weights() { return weights_.get(); }
   // Runs the GEMM; throws Error(backend) when cuBLASLt has no algorithm for it. A bias epilogue
@@ -109,7 +109,7 @@ class LtGemm {
   // The bias epilogue refused: the bias broadcast into C, then beta = 1.
   void run_bias_as_c(const GemmArgs& args, const void* a_lt, const void* b_lt, const void* bias_lt);
 
-  GemmPrecision precision_;
+  Precision precision_;
   DeviceMemory& memory_;
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;

@@ -16,25 +16,6 @@
 
 namespace bert {
 
-GemmPrecision parse_gemm_precision(const std::string& precision) {
-  if (precision == "fp32") return GemmPrecision::fp32;
-  if (precision == "tf32") return GemmPrecision::tf32;
-  if (precision == "bf16") return GemmPrecision::bf16;
-  if (precision == "fp16") return GemmPrecision::fp16;
-  fail(Code::invalid_argument, "CUDA precision '", precision,
-       "' is not one of \"fp32\", \"tf32\", \"bf16\", \"fp16\"");
-}
-
-const char* gemm_precision_name(GemmPrecision precision) {
-  switch (precision) {
-    case GemmPrecision::fp32: return "fp32";
-    case GemmPrecision::tf32: return "tf32";
-    case GemmPrecision::bf16: return "bf16";
-    case GemmPrecision::fp16: return "fp16";
-  }
-  return "?";
-}
-
 bool cuda_available() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -51,11 +32,11 @@ std::unique_ptr<Ops> make_cuda_ops(int device, const CudaOptions& options) {
 std::unique_ptr<Ops> make_cuda_ops(int device) { return make_cuda_ops(device, CudaOptions{}); }
 
 CudaOps::CudaOps(int device, const CudaOptions& options) : device_(device) {
-  const GemmPrecision precision = parse_gemm_precision(options.precision);
+  const Precision precision = options.precision;
   if (options.activations_16bit) {
-    BERT_CHECK(precision == GemmPrecision::bf16 || precision == GemmPrecision::fp16, Code::invalid_argument,
-               "16-bit activations need precision \"bf16\" or \"fp16\", not \"", gemm_precision_name(precision), "\"");
-    activation_type_ = precision == GemmPrecision::bf16 ? DType::bf16 : DType::f16;
+    BERT_CHECK(precision == Precision::bf16 || precision == Precision::fp16, Code::invalid_argument,
+               "16-bit activations need precision \"bf16\" or \"fp16\", not \"", precision_name(precision), "\"");
+    activation_type_ = precision == Precision::bf16 ? DType::bf16 : DType::f16;
   }
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
@@ -79,7 +60,7 @@ CudaOps::CudaOps(int device, const CudaOptions& options) : device_(device) {
   // The fused path's I/O is 16-bit: fp16 in fp16 mode, bf16 otherwise.
   if (options.fused_attention)
     fused_ = make_fused_attention(*memory_, stream_,
-                                  precision == GemmPrecision::fp16 ? kernels::LowPrecision::fp16
+                                  precision == Precision::fp16 ? kernels::LowPrecision::fp16
                                                                    : kernels::LowPrecision::bf16,
                                   {.pad_varlen = options.fused_attention_pad_varlen,
                                    .deterministic_only = options.fused_attention_deterministic_only});
@@ -96,7 +77,7 @@ CudaOps::~CudaOps() {
 }
 
 std::string CudaOps::name() const {
-  return "cuda:" + std::to_string(device_) + ":" + gemm_precision_name(precision()) +
+  return "cuda:" + std::to_string(device_) + ":" + precision_name(precision()) +
          (fused_ != nullptr ? ":fused-attention" : "") +
          (activation_type_ != DType::f32 ? ":16-bit-activations" : "");
 }

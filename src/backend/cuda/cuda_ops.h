@@ -34,7 +34,7 @@ class CudaOps final : public Ops {
 
   std::string name() const override;
   cudaStream_t stream() const { return stream_; }
-  GemmPrecision precision() const { return gemm_->precision(); }
+  Precision precision() const { return gemm_->precision(); }
   bool fused_attention() const { return fused_ != nullptr; }
   // The low-precision weight copy (bf16/fp16 only; null otherwise).
   const WeightMirror* weight_mirror() const { return gemm_->weights(); }
