@@ -39,7 +39,7 @@ double training_flops_per_sequence(const nlohmann::json& m, int seq, int predict
 
 constexpr const char* kUsage =
     "usage: bert-bench [--model PRESET] [--batch B] [--accumulation N] [--seq S] [--steps N] [--warmup W]\n"
-    "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw]\n"
+    "                  [--threads T] [--predictions P] [--device cpu|cuda] [--optimizer lamb|adamw|sgd]\n"
     "                  [--precision fp32|tf32|bf16|fp16] [--recompute none|gelu|attention|all]\n"
     "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
     "                  [--length-bins 0|1] (--data holds bin_0, bin_1, ...: each batch from one bin)\n"
