@@ -484,7 +484,8 @@ CheckpointContents read_verified(const std::string& path, const GroupReader& rea
     fail(Code::checkpoint, "checkpoint '", path, "' has a malformed 'index': ", e.what());
   }
   const nlohmann::json found = tensor_index(model, optimizer);
-  for (const auto& [group, listed] : index.is_object() ? index.items() : nlohmann::json::object().items()) {
+  const nlohmann::json listed_groups = index.is_object() ? index : nlohmann::json::object();
+  for (const auto& [group, listed] : listed_groups.items()) {
     if (!listed.is_object()) continue;
     for (const auto& [name, shape] : listed.items()) {
       if (!found.contains(group) || !found[group].contains(name)) {
