@@ -134,6 +134,16 @@ def test_edited_global_step_is_refused(checkpoint):
     assert checkpoint in message and "checksum" in message and "metadata" in message, message
 
 
+@pytest.mark.parametrize("index", ["[]", "3", '{"model": 3, "exp_avg": []}'])
+def test_an_index_of_another_shape_is_refused_cleanly(checkpoint, index):
+    """A resealed file whose tensor index is not an object of objects: a checksum error, no crash."""
+    with h5py.File(checkpoint, "r+") as f:
+        set_text(f, "index", index)
+    checkpoint_seal.reseal(checkpoint)
+    message = load_error(checkpoint)
+    assert checkpoint in message and "checksum" in message, message
+
+
 @pytest.mark.parametrize("group,words", [("model", "missing model tensor"), ("optimizer/exp_avg", "missing optimizer exp_avg tensor")])
 def test_missing_tensor_of_a_resealed_file_is_named(checkpoint, group, words):
     with h5py.File(checkpoint, "r+") as f:
