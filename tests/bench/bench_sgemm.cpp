@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   const double fp32 = best_of([&] {
     bert::cpu_gemm(n, n, n, 1.0f, {a.data(), n, false}, {b.data(), n, false}, 0.0f, c.data(), n, threads);
   });
-  std::printf("{\"n\": %d, \"threads\": %d, \"sgemm_gflops\": %.2f", n, threads, flops / fp32 * 1e-9);
+  std::printf("{\"n\": %d, \"threads\": %d, \"isa\": \"%s\", \"sgemm_gflops\": %.2f", n, threads,
+              bert::cpu_isa_name().c_str(), flops / fp32 * 1e-9);
   if (bf16 && bert::cpu_has_native_bf16()) {
     std::vector<uint16_t> a16(elems), b16(elems);
     for (size_t i = 0; i < elems; ++i) a16[i] = bert::float_to_bf16_bits(a[i]), b16[i] = bert::float_to_bf16_bits(b[i]);

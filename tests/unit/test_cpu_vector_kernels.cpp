@@ -1,7 +1,8 @@
 // The CPU backend's vectorised building blocks against their scalar definitions: exp, erf and
 // tanh over arrays (every length's tail, in place, extreme arguments) within 4 ulp of libm, and
 // the block-wise Philox dropout uniforms bit-identical to philox_uniform_at for unaligned ranges
-// and group indices above 2^32.
+// and group indices above 2^32, and the fp32 -> bf16 conversion of GEMM operands bit-identical to
+// core/half.h's (ties, subnormals, infinities, NaNs, every length's tail).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,8 +10,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_philox.h"
 #include "backend/cpu/cpu_vector_math.h"
+#include "core/half.h"
 #include "core/philox.h"
 
 namespace bert {
@@ -74,6 +77,27 @@ TEST(CpuDropoutUniforms, EqualPhiloxUniformAtBitForBit) {
     ++visited;
   });
   EXPECT_EQ(visited, 1030 - 250);
+}
+
+TEST(CpuBf16Conversion, EqualsTheScalarRoundingBitForBit) {
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F800000u, 0xFF800000u,
+                                0x7F800001u, 0xFFC00000u, 0x7FBF0000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu,
+                                0x7F7FFFFFu, 0x477FE000u, 0x7F7F8000u};
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 100000; ++i) {  // random bit patterns: every exponent, NaN payloads included
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    bits.push_back(static_cast<uint32_t>(state >> 32));
+  }
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * sizeof(float));
+  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{33}, static_cast<int64_t>(x.size())}) {
+    std::vector<uint16_t> out(n + 1, 0xABCD);
+    floats_to_bf16(out.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], float_to_bf16_bits(x[i])) << "bits 0x" << std::hex << bits[i] << " (n=" << std::dec << n << ")";
+    }
+    EXPECT_EQ(out[n], 0xABCD) << "wrote past n=" << n;
+  }
 }
 
 }  // namespace

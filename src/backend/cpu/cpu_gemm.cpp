@@ -1,4 +1,5 @@
-// cpu_gemm through dnnl_sgemm, cpu_gemm_bf16 through dnnl_gemm_bf16bf16f32. oneDNN sizes its
+// cpu_gemm through dnnl_sgemm, cpu_gemm_bf16 through dnnl_gemm_bf16bf16f32, and the fp32 -> bf16
+// conversion of their operands. oneDNN sizes its
 // OpenMP team by omp_get_max_threads(), so each call sets the calling thread's team size for its
 // duration and puts the host's back after: the host's own OpenMP settings are left as they were.
 #include "backend/cpu/cpu_gemm.h"
@@ -6,6 +7,9 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include <cstring>
+
+#include "backend/cpu/cpu_isa.h"
 #include "core/error.h"
 
 // oneDNN exports its bf16 GEMM (the sgemm interface with bf16 inputs) without declaring it in
@@ -58,6 +62,19 @@ void cpu_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<uin
   check(dnnl_gemm_bf16bf16f32(A.transposed ? 'T' : 'N', B.transposed ? 'T' : 'N', M, N, K, alpha, A.data, A.ld,
                               B.data, B.ld, beta, C, ldc),
         "cpu_gemm_bf16", M, N, K);
+}
+
+// Branch-free, so that each clone vectorises it: the rounding of core/half.h, and NaN's payload
+// kept with the quiet bit set.
+BERT_CPU_CLONES
+void floats_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, src + i, sizeof u);
+    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x40u;
+    dst[i] = static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+  }
 }
 
 bool cpu_has_native_bf16() {

@@ -26,6 +26,11 @@ void cpu_gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<float> A
 void cpu_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<uint16_t> A,
                    GemmOperand<uint16_t> B, float beta, float* C, int64_t ldc, int threads);
 
+// dst[i] = src[i] as bf16 bits, rounded to nearest even (NaN stays a quiet NaN): bit for bit
+// core/half.h's float_to_bf16_bits, vectorised for the CPU it runs on (the operands of
+// cpu_gemm_bf16 and the weights' bf16 copy are made by it).
+void floats_to_bf16(uint16_t* dst, const float* src, int64_t n);
+
 // Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX), as oneDNN sees it (the
 // ONEDNN_MAX_CPU_ISA environment variable lowers what it sees), and the ISA's name.
 bool cpu_has_native_bf16();

@@ -7,7 +7,6 @@
 
 #include "backend/cpu/cpu_activation.h"
 #include "backend/cpu/cpu_gemm.h"
-#include "core/half.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -30,26 +29,32 @@ GemmOperand<uint16_t> CpuOps::bf16_operand(GemmOperand<float> X, int64_t rows, i
   if (is_weight) {
     if (!weights_bf16_fresh_) {
       weights_bf16_.resize(static_cast<size_t>(weight_count_));
-#pragma omp parallel for num_threads(threads_) if (weight_count_ > kParallelElements)
-      for (int64_t i = 0; i < weight_count_; ++i) weights_bf16_[i] = float_to_bf16_bits(weights_[i]);
+      const int64_t chunks = (weight_count_ + kParallelElements - 1) / kParallelElements;
+#pragma omp parallel for num_threads(threads_) if (chunks > 1)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t begin = c * kParallelElements;
+        floats_to_bf16(weights_bf16_.data() + begin, weights_ + begin, std::min(kParallelElements, weight_count_ - begin));
+      }
       weights_bf16_fresh_ = true;
     }
     return {weights_bf16_.data() + (X.data - weights_), X.ld, X.transposed};
   }
   scratch.resize(static_cast<size_t>(rows * cols));
 #pragma omp parallel for num_threads(threads_) if (rows * cols > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) scratch[r * cols + c] = float_to_bf16_bits(X.data[r * X.ld + c]);
-  }
+  for (int64_t r = 0; r < rows; ++r) floats_to_bf16(scratch.data() + r * cols, X.data + r * X.ld, cols);
   return {scratch.data(), cols, X.transposed};
 }
 
 void CpuOps::linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B, float beta,
                          float* C, int64_t ldc) {
   if (!bf16_gemm_inputs_) return cpu_gemm(M, N, K, 1.0f, A, B, beta, C, ldc, threads_);
-  const auto a = bf16_operand(A, A.transposed ? K : M, A.transposed ? M : K, bf16_a_);
+  linear_gemm(M, N, K, bf16_operand(A, A.transposed ? K : M, A.transposed ? M : K, bf16_a_), B, beta, C, ldc);
+}
+
+void CpuOps::linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A, GemmOperand<float> B,
+                         float beta, float* C, int64_t ldc) {
   const auto b = bf16_operand(B, B.transposed ? N : K, B.transposed ? K : N, bf16_b_);
-  cpu_gemm_bf16(M, N, K, 1.0f, a, b, beta, C, ldc, threads_);
+  cpu_gemm_bf16(M, N, K, 1.0f, A, b, beta, C, ldc, threads_);
 }
 
 void CpuOps::linear_fwd_f32(float* out, float* pre_act, const float* in, const float* W,
@@ -106,8 +111,15 @@ void CpuOps::linear_bwd_f32(float* din, float* dW, float* db, const float* dout,
     }
   }
   // dW[N,K] += dpreᵀ[N,M] · in[M,K];  din[M,K] (+)= dpre[M,N] · W[N,K].
+  const float din_beta = accumulate_din ? 1.0f : 0.0f;
+  if (bf16_gemm_inputs_) {  // dpre converted once for both products
+    const GemmOperand<uint16_t> dpre16 = bf16_operand({dpre, N, false}, M, N, bf16_a_);
+    if (dW != nullptr) linear_gemm(N, K, M, {dpre16.data, dpre16.ld, true}, {in, K, false}, 1.0f, dW, K);
+    if (din != nullptr) linear_gemm(M, K, N, dpre16, {W, K, false}, din_beta, din, K);
+    return;
+  }
   if (dW != nullptr) linear_gemm(N, K, M, {dpre, N, true}, {in, K, false}, 1.0f, dW, K);
-  if (din != nullptr) linear_gemm(M, K, N, {dpre, N, false}, {W, K, false}, accumulate_din ? 1.0f : 0.0f, din, K);
+  if (din != nullptr) linear_gemm(M, K, N, {dpre, N, false}, {W, K, false}, din_beta, din, K);
 }
 
 }  // namespace bert

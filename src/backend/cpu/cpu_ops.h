@@ -163,8 +163,11 @@ class CpuOps final : public Ops {
 
   // Per-thread attention scratch of `floats_per_thread` floats each; grows, never shrinks.
   float* attention_scratch(size_t floats_per_thread);
-  // C[M,N] = op(A)·op(B) + beta·C for a dense layer: in fp32, or from bf16 copies of A and B.
+  // C[M,N] = op(A)·op(B) + beta·C for a dense layer: in fp32, or from bf16 copies of A and B;
+  // the second form takes A already in bf16 (bf16 GEMM inputs only).
   void linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B, float beta,
+                   float* C, int64_t ldc);
+  void linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A, GemmOperand<float> B, float beta,
                    float* C, int64_t ldc);
   // X (rows x cols as stored) in bf16: the weights' copy when X is a weight matrix, else
   // converted into `scratch`.
