@@ -9,7 +9,12 @@
 #                                          clang with libFuzzer and libomp (tests/fuzz),
 #                                          cudnn-frontend's headers from pip where the CUDA
 #                                          toolkit is present in /usr/local/cuda, and
-#                                          transformers (the Hugging Face oracle) from PyPI
+#                                          transformers (the Hugging Face oracle) from PyPI,
+#                                          ONNX Runtime in a virtual environment (the CPU
+#                                          benchmark's inference peer)
+#   bash samples/install_deps.sh --bench   the test stack and the CPU benchmark's training peer,
+#                                          PyTorch 2.x from PyPI in a virtual environment of its
+#                                          own (about 5 GB: its wheels bring CUDA libraries)
 set -euo pipefail
 
 packages=(
@@ -19,10 +24,12 @@ packages=(
   python3.11-doc python3-matplotlib
 )
 tests=0
+bench=0
 case "${1:-}" in
   "") ;;
   --tests) tests=1 ;;
-  *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+  --bench) tests=1; bench=1 ;;
+  *) echo "usage: $0 [--tests|--bench]" >&2; exit 2 ;;
 esac
 if ((tests)); then
   packages+=(
@@ -90,4 +97,23 @@ if ((tests)) && [ "${BERT_NO_TENSORFLOW:-0}" != 1 ]; then
     "$tf_python" -m pip install -q tensorflow-cpu ||
       echo "warning: tensorflow-cpu did not install; the TensorFlow-written fixture tests will skip" >&2
   fi
+fi
+
+# The CPU benchmark's peers (tests/bench/bench_cpu.py), each in a virtual environment of its own:
+# ONNX Runtime with what its transformer optimizer imports (--tests: CI runs the benchmark's short
+# mode), PyTorch 2.x from PyPI (--bench only). A failure here only warns; the benchmark then runs
+# without that peer (ONNX Runtime) or with Debian's PyTorch.
+venv_with() {
+  local venv="$1" module="$2"
+  shift 2
+  "$venv/bin/python3" -c "import $module" >/dev/null 2>&1 && return 0
+  { /usr/bin/python3 -m venv "$venv" && "$venv/bin/python3" -m pip install -q "$@"; } ||
+    echo "warning: $module did not install into $venv; the CPU benchmark runs without it" >&2
+}
+if ((tests)); then
+  venv_with "${BERT_ORT_VENV:-$HOME/.cache/bertengine/ort-venv}" onnxruntime \
+    'onnxruntime>=1.20,<2' onnx numpy sympy packaging coloredlogs threadpoolctl
+fi
+if ((bench)); then
+  venv_with "${BERT_TORCH_VENV:-$HOME/.cache/bertengine/torch-venv}" torch 'torch>=2,<3' numpy threadpoolctl
 fi
