@@ -103,17 +103,17 @@ fi
 # ONNX Runtime with what its transformer optimizer imports (--tests: CI runs the benchmark's short
 # mode), PyTorch 2.x from PyPI (--bench only). A failure here only warns; the benchmark then runs
 # without that peer (ONNX Runtime) or with Debian's PyTorch.
-venv_with() {
-  local venv="$1" module="$2"
+venv_with() {  # VENV "MODULE, MODULE..." PACKAGE...: installs the packages unless the modules import
+  local venv="$1" modules="$2"
   shift 2
-  "$venv/bin/python3" -c "import $module" >/dev/null 2>&1 && return 0
+  "$venv/bin/python3" -c "import $modules" >/dev/null 2>&1 && return 0
   { /usr/bin/python3 -m venv "$venv" && "$venv/bin/python3" -m pip install -q "$@"; } ||
-    echo "warning: $module did not install into $venv; the CPU benchmark runs without it" >&2
+    echo "warning: $modules did not install into $venv; the CPU benchmark runs without them" >&2
 }
 if ((tests)); then
-  venv_with "${BERT_ORT_VENV:-$HOME/.cache/bertengine/ort-venv}" onnxruntime \
+  venv_with "${BERT_ORT_VENV:-$HOME/.cache/bertengine/ort-venv}" "onnxruntime, onnx, threadpoolctl" \
     'onnxruntime>=1.20,<2' onnx numpy sympy packaging coloredlogs threadpoolctl
 fi
 if ((bench)); then
-  venv_with "${BERT_TORCH_VENV:-$HOME/.cache/bertengine/torch-venv}" torch 'torch>=2,<3' numpy threadpoolctl
+  venv_with "${BERT_TORCH_VENV:-$HOME/.cache/bertengine/torch-venv}" "torch, h5py, threadpoolctl" 'torch>=2,<3' numpy h5py threadpoolctl
 fi

@@ -46,6 +46,7 @@ sys.path.insert(0, HERE)
 import bench_vs_torch  # noqa: E402  (the training peer, FLOP counts, presets)
 
 CACHE = os.path.expanduser("~/.cache/bertengine")
+FAILURES = []  # parts that could not run: reported, the others still measured, exit status 1
 TRAINING_CASES = {"tiny": ("bert-tiny", 8, 128), "base": ("bert-base", 8, 128), "large": ("bert-large", 4, 128),
                   "real": ("bert-small", 8, 512)}
 
@@ -205,10 +206,15 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
             peer = [torch_python, os.path.join(HERE, "bench_vs_torch.py"), "peer", "--model", model, "--batch",
                     str(batch), "--seq", str(seq), "--threads", str(threads), "--steps", str(args.steps)]
             peer += ["--shards", shards] if shards else []
-            for _ in range(args.rounds):  # engine runs and the peer alternate
-                for label, cmd in runs.items():
-                    results[label].append(run_lines(cmd)[-1])
-                results["PyTorch fp32"].append(run_lines(peer, env)[-1])
+            try:
+                for _ in range(args.rounds):  # engine runs and the peer alternate
+                    for label, cmd in runs.items():
+                        results[label].append(run_lines(cmd)[-1])
+                    results["PyTorch fp32"].append(run_lines(peer, env)[-1])
+            except RuntimeError as e:
+                FAILURES.append(f"training {name}, {threads} thread(s): {e}")
+                print(f"  {name}, {threads} thread(s): FAILED, {str(e).splitlines()[0]}")
+                continue
             rate = {label: statistics.median(r["sequences_per_second"] for r in rs) for label, rs in results.items()}
             for label, rs in results.items():
                 # Real data: the engine skips the padding, so padded-equivalent FLOPs would flatter it.
@@ -278,11 +284,16 @@ def inference_section(args, bf16):
           f"{'logits vs ORT':>13}")
     rows = []
     for threads in args.threads:
-        lines = run_lines([child_python, os.path.abspath(__file__), "infer", "--checkpoint", h5, "--hf-config",
-                           hf_config, "--onnx", onnx, "--threads", str(threads), "--batches",
-                           ",".join(map(str, args.batches)), "--seqs", ",".join(map(str, args.seqs)),
-                           "--rounds", str(args.rounds), "--latency-calls", str(args.latency_calls),
-                           "--bf16", str(int(bf16))], env)
+        try:
+            lines = run_lines([child_python, os.path.abspath(__file__), "infer", "--checkpoint", h5, "--hf-config",
+                               hf_config, "--onnx", onnx, "--threads", str(threads), "--batches",
+                               ",".join(map(str, args.batches)), "--seqs", ",".join(map(str, args.seqs)),
+                               "--rounds", str(args.rounds), "--latency-calls", str(args.latency_calls),
+                               "--bf16", str(int(bf16))], env)
+        except RuntimeError as e:
+            FAILURES.append(f"inference, {threads} thread(s): {e}")
+            print(f"  {threads} thread(s): FAILED, {str(e).splitlines()[0]}")
+            continue
         for row in lines:
             peer = next((r for r in lines if r["engine"].startswith("ONNX") and r["batch"] == row["batch"]
                          and r["seq"] == row["seq"]), None)
@@ -345,7 +356,10 @@ def main():
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
     print(json.dumps(summary))
+    for failure in FAILURES:
+        print(f"bench_cpu: {failure}", file=sys.stderr)
+    return 1 if FAILURES else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
