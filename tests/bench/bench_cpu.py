@@ -21,7 +21,7 @@ it prints numbers and asserts none; it exits non-zero only when a part could not
      call (--latency-calls, interleaved): p50 and p99 latency. Largest logit difference to ORT.
 Every case runs on 1 thread and on all cores (--threads). Engine and peers alternate round by
 round, each timing is a median. --short runs bert-tiny, one round, few calls: CI's check that the
-program still works (tests/unit/test_bench_cpu.py).
+program still works (tests/unit/test_bench_cpu.py, meson suite 'bench').
 
 The peers live in virtual environments of their own (samples/install_deps.sh --bench makes them):
 --torch-python (PyTorch 2.x from PyPI; default ~/.cache/bertengine/torch-venv, else Debian's
