@@ -161,18 +161,13 @@ def without_openblas_overrides(threads):
     return env
 
 
-def cpu_flags():
-    flags = open("/proc/cpuinfo").read().split()
-    return " ".join(sorted({f for f in flags if f.startswith(("avx512", "amx", "avx2"))}))
-
-
 def python_version_of(python, module):
     out = subprocess.run([python, "-c", f"import {module}; print({module}.__version__)"], capture_output=True, text=True)
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def machine_section(args, torch_python):
-    print(f"CPU: {bench_vs_torch.cpu_model()}, {os.cpu_count()} cores ({cpu_flags()})")
+    print(f"CPU: {bench_vs_torch.cpu_model()}, {os.cpu_count()} cores ({bench_vs_torch.cpu_flags()})")
     sgemm = {}
     for threads in args.threads:
         ours = run_lines([os.path.join(args.build, "tests", "unit", "bench_sgemm"), "--threads", str(threads),
@@ -203,9 +198,7 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
             runs = {"bertengine fp32": engine} | ({"bertengine bf16": engine + ["--precision", "bf16"]} if bf16 else {})
             results = {label: [] for label in list(runs) + ["PyTorch fp32"]}
             env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-            peer = [torch_python, os.path.join(HERE, "bench_vs_torch.py"), "peer", "--model", model, "--batch",
-                    str(batch), "--seq", str(seq), "--threads", str(threads), "--steps", str(args.steps)]
-            peer += ["--shards", shards] if shards else []
+            peer = bench_vs_torch.peer_cmd(case, threads, args.steps, shards, python=torch_python)
             try:
                 for _ in range(args.rounds):  # engine runs and the peer alternate
                     for label, cmd in runs.items():
@@ -344,9 +337,8 @@ def main():
         args.ort_python = venv_python("ort-venv")
     if not torch_python:
         raise SystemExit("bench_cpu: no Python with PyTorch (samples/install_deps.sh --bench makes one)")
-    bf16 = "bf16_gemm_gflops" in run_lines([os.path.join(args.build, "tests", "unit", "bench_sgemm"), "--n", "64",
-                                            "--bf16", "1", "--reps", "1"])[0]
     sgemm = machine_section(args, torch_python)
+    bf16 = all(rates["bf16"] > 0 for rates in sgemm.values())  # bench_sgemm times bf16 where the CPU has it
     if not bf16:
         print("bf16: this CPU has no native bf16 (AVX512-BF16 or AMX): fp32 rows only")
     rows = training_section(args, torch_python, python_version_of(torch_python, "torch"), sgemm, bf16)

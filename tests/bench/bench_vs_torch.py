@@ -163,8 +163,8 @@ def engine_cmd(build, case, threads, steps, shards, unpad):
     return cmd
 
 
-def peer_cmd(case, threads, steps, shards):
-    cmd = [sys.executable, os.path.abspath(__file__), "peer", "--model", case["model"], "--batch",
+def peer_cmd(case, threads, steps, shards, python=sys.executable):
+    cmd = [python, os.path.abspath(__file__), "peer", "--model", case["model"], "--batch",
            str(case["batch"]), "--seq", str(case["seq"]), "--threads", str(threads), "--steps", str(steps)]
     if shards:
         cmd += ["--shards", shards]
@@ -173,6 +173,11 @@ def peer_cmd(case, threads, steps, shards):
 
 def median_of(runs, key):
     return statistics.median(r[key] for r in runs)
+
+
+def cpu_flags():
+    """The CPU's AVX and AMX flags, sorted, as one string."""
+    return " ".join(sorted({f for f in open("/proc/cpuinfo").read().split() if f.startswith(("avx", "amx"))}))
 
 
 def cpu_model():
@@ -202,8 +207,7 @@ def main():
              "base": {"model": "bert-base", "batch": 8, "seq": 128},
              "real": {"model": args.real_model, "batch": 8, "seq": 512}}
     builds = [("default", args.build)] + ([("native", args.native_build)] if args.native_build else [])
-    flags = sorted(f for f in open("/proc/cpuinfo").read().split() if f.startswith(("avx", "amx")))
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores; {' '.join(sorted(set(flags)))})")
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores; {cpu_flags()})")
     sgemm = os.path.join(args.build, "tests", "unit", "bench_sgemm")
     rows = []
     for threads in [int(t) for t in args.threads.split(",")]:

@@ -9,6 +9,7 @@
 #include <bert.h>
 #include <gtest/gtest.h>
 
+#include "session_helpers.h"
 #include "test_batch.h"
 
 #include <cmath>
@@ -81,14 +82,6 @@ TEST(CpuBf16, TrainsCloseToFp32OrIsRefusedByName) {
 std::string classifier_config(const std::string& extra) {
   return R"({"model": "bert-mini", "device": "cpu", "task": {"type": "sequence_classification", "num_labels": 3},
       "train": {"micro_batch": 4, "threads": 2)" + extra + R"(}, "data": {"max_seq_length": 128, "max_predictions_per_seq": 0}})";
-}
-
-std::vector<float> infer(bert_session* s, const bert_batch& b, bert_output what) {
-  size_t n = 0;
-  EXPECT_EQ(bert_output_size(s, what, b.batch_size, b.seq_length, &n), BERT_OK) << bert_last_error();
-  std::vector<float> out(n);
-  EXPECT_EQ(bert_infer(s, &b, what, out.data(), out.size()), BERT_OK) << bert_last_error();
-  return out;
 }
 
 // max |a - b| over max |b|.

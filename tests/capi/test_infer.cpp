@@ -29,14 +29,6 @@ std::string task_config(const std::string& task, int labels, const std::string& 
              "data": {"max_seq_length": 32, "max_predictions_per_seq": 5}})";
 }
 
-std::vector<float> infer(bert_session* s, const bert_batch& b, bert_output what) {
-  size_t n = 0;
-  EXPECT_EQ(bert_output_size(s, what, b.batch_size, b.seq_length, &n), BERT_OK) << bert_last_error();
-  std::vector<float> out(n, -1.0f);
-  EXPECT_EQ(bert_infer(s, &b, what, out.data(), out.size()), BERT_OK) << bert_last_error();
-  return out;
-}
-
 TEST(Infer, OutputSizesFollowTheHead) {
   struct Case {
     const char* task;

@@ -2,7 +2,7 @@
 timing): every part runs, each row it prints is a positive measurement, the engine and its peers
 ran the same model (fp32 logits equal ONNX Runtime's within 1e-5, bf16 within 1e-2 where the CPU
 has bf16), batch 1 is timed call by call (p50 <= p99), and the machine section names a reference
-SGEMM. Skips (77) without transformers in /usr/bin/python3 (the ONNX export needs it).
+SGEMM; case 'real' without --shards is refused by name. Skips (77) without transformers in /usr/bin/python3 (the ONNX export needs it).
 
 usage: test_bench_cpu.py BUILD_DIR"""
 import json
@@ -20,6 +20,9 @@ def main():
     if subprocess.run(["/usr/bin/python3", "-c", "import transformers"], capture_output=True).returncode != 0:
         print("skip: /usr/bin/python3 has no transformers (samples/install_deps.sh --tests)")
         return 77
+    refused = subprocess.run(["/usr/bin/python3", BENCH, "--build", build, "--training", "real"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 1 and "bench_cpu: case 'real' needs --shards DIR" in refused.stderr, refused
     with tempfile.TemporaryDirectory() as work:
         out = os.path.join(work, "rows.json")
         run = subprocess.run(["/usr/bin/python3", BENCH, "--build", build, "--short", "--threads", "1",
