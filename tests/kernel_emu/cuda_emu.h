@@ -7,8 +7,13 @@
 // __syncthreads() and __shfl_xor_sync() are real barriers: a fiber waits until every live thread
 // of its block (or warp) arrives. A barrier that can never complete (threads of one warp waiting
 // at different barriers, a shuffle that reads an exited lane) fails the launch with a message.
-// It checks what kernels compute and how threads cooperate, not timing, memory coalescing or
-// races that only a real GPU's scheduling exposes.
+// Each block gets its own shared memory (48 KiB, filled with 0xFF bytes, NaN as floats, when the
+// block starts), so a kernel that reads shared memory it did not write reads NaN, not the last
+// block's data. BERT_EMU_SCHEDULE_SEED=<n> runs the blocks of a launch in a seeded random order
+// and resumes a block's threads in a random order every round, so a result that depends on the
+// order of blocks or of threads between barriers changes. Kernels compiled with access hooks
+// (emu_kernels_counted) are also race-checked (racecheck.h). It checks what kernels compute and
+// how threads cooperate, not timing or memory coalescing.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,12 +24,13 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <type_traits>
 
 #include "cuda_runtime_emu.h"
 
-// Execution-space keywords mean nothing on the host; shared memory is one static per kernel,
-// which every fiber of the running block sees (blocks never run at the same time).
+// Execution-space keywords mean nothing on the host; `__shared__` declarations were rewritten
+// into block_shared() calls by rewrite_launches.py, so the keyword is left undefined.
 #undef __global__
 #undef __device__
 #undef __host__
@@ -34,7 +40,6 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 
@@ -53,24 +58,38 @@ void sync_block();
 // lane (own lane ^ lane_mask) contributed. Every live lane of the warp must call it.
 void shuffle_xor(const void* value, void* out, size_t bytes, int lane_mask, int width);
 
-// Runs body() once per thread of every block of the grid.
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& body);
+// Runs body() once per thread of every block of the grid; `kernel` names it in errors.
+void run_grid(const char* kernel, dim3 grid, dim3 block, const std::function<void()>& body);
+
+// Runs later launches' blocks and threads in a random order from `seed` (nullopt: in order),
+// as BERT_EMU_SCHEDULE_SEED does for a whole program.
+void set_schedule_seed(std::optional<uint64_t> seed);
+
+// The running block's shared array declared at `site` (a static of the declaring function, so
+// each declaration and each template instance has its own): placed in the block's shared memory
+// by the first thread that reaches it, the same memory for the block's other threads.
+void* shared_slot(const void* site, size_t bytes, size_t align);
+template <typename Array>
+Array& block_shared(const void* site) {
+  return *static_cast<Array*>(shared_slot(site, sizeof(Array), alignof(Array)));
+}
 
 struct Launcher {
+  const char* kernel;
   dim3 grid, block;
   cudaStream_t stream;
-  Launcher(dim3 g, dim3 b, size_t shared_bytes = 0, cudaStream_t s = nullptr)
-      : grid(g), block(b), stream(s) {
-    (void)shared_bytes;
+  Launcher(const char* name, dim3 g, dim3 b, size_t shared_bytes = 0, cudaStream_t s = nullptr)
+      : kernel(name), grid(g), block(b), stream(s) {
+    (void)shared_bytes;  // no kernel of kernels/ declares dynamic shared memory
   }
   // kernel: a callable that calls the kernel with its arguments. The arguments are copied, as
   // a launch does, so a launch recorded into a graph replays with the values it was given.
   template <typename Kernel>
   auto bind(Kernel kernel) const {
-    return [kernel, grid = grid, block = block, stream = stream](auto&&... args) {
+    return [kernel, name = this->kernel, grid = grid, block = block, stream = stream](auto&&... args) {
       if (!launch_allowed(stream)) return;
-      enqueue(stream, [kernel, grid, block, ... a = std::decay_t<decltype(args)>(args)] {
-        run_grid(grid, block, [&] { kernel(a...); });
+      enqueue(stream, [kernel, name, grid, block, ... a = std::decay_t<decltype(args)>(args)] {
+        run_grid(name, grid, block, [&] { kernel(a...); });
       });
     };
   }

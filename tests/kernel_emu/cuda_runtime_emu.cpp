@@ -10,6 +10,8 @@
 // and invalidates the capture.
 #include "cuda_runtime_emu.h"
 
+#include "racecheck.h"
+
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -36,6 +38,7 @@ constexpr size_t kSector = 32;
 struct Allocation {
   size_t bytes = 0;
   std::vector<uint32_t> read_epoch, write_epoch;
+  std::vector<DeviceByte> race;  // racecheck.h's shadow, once a counted kernel touched it
 };
 
 std::map<const char*, Allocation>& allocations() {
@@ -160,6 +163,11 @@ void begin_launch() {
 
 void note_access(const void* address, size_t bytes, bool write) {
   const auto* p = static_cast<const char*>(address);
+  const auto* shared = reinterpret_cast<const char*>(shared_memory());
+  if (p >= shared && p < shared + kSharedMemoryBytes) {
+    check_shared_access(static_cast<size_t>(p - shared), bytes, write);
+    return;
+  }
   if (p >= g_gap_lo && p < g_gap_hi) return;
   if (!(p >= g_hit_lo && p < g_hit_hi)) {
     auto& live = allocations();
@@ -188,6 +196,7 @@ void note_access(const void* address, size_t bytes, bool write) {
     }
   }
   (write ? traffic().write_bytes : traffic().read_bytes) += fresh;
+  check_device_access(g_hit->race, g_hit->bytes, static_cast<size_t>(p - g_hit_lo), bytes, write, g_epoch);
 }
 
 }  // namespace cuda_emu

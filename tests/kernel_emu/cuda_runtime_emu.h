@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace cuda_emu {
 
@@ -42,8 +43,30 @@ struct Traffic {
 Traffic& traffic();
 // A kernel launch begins: a new footprint epoch.
 void begin_launch();
-// A kernel's load (write = false) or store of `bytes` bytes at `address`; ignored outside
-// device allocations (stack, shared memory, host buffers).
+// A kernel's load (write = false) or store of `bytes` bytes at `address` (from the access hooks):
+// counted in device allocations, race-checked there and in shared memory (racecheck.h), ignored
+// elsewhere (stack, host buffers).
 void note_access(const void* address, size_t bytes, bool write);
+
+// The static shared memory a block may have (48 KiB on every GPU the engine builds for), and the
+// running block's (cuda_emu.cpp; the same address for every block).
+constexpr size_t kSharedMemoryBytes = 48 * 1024;
+const unsigned char* shared_memory();
+
+// The kernel thread running now, for the race checks: its block (a serial number over all blocks
+// run so far, and its rank in the grid), its rank in the block, and how many __syncthreads its
+// block and shuffles its warp have completed.
+struct RunningThread {
+  uint64_t block_serial;
+  int64_t block_rank;
+  int thread_rank;
+  uint32_t barriers, warp_syncs;
+};
+// Whether a kernel thread is running (fills `thread` if so).
+bool running_thread(RunningThread& thread);
+// "thread (x,y,z)" for a rank in the running block.
+std::string thread_name(int rank);
+// Fails the running launch with `message` (run_grid throws it, naming the kernel and block).
+[[noreturn]] void fail_kernel(std::string message);
 
 }  // namespace cuda_emu
