@@ -130,7 +130,7 @@ KernelCost& CostModelOps::add(const char* op, const char* kind, double flops, do
 
 // ---- memory -----------------------------------------------------------------------------
 
-void* CostModelOps::alloc(size_t bytes) {
+void* CostModelOps::alloc_impl(size_t bytes) {
   if (inner_) return inner_->alloc(bytes);
   const size_t reserved = std::max<size_t>(bytes, 1);
   void* p = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -141,7 +141,7 @@ void* CostModelOps::alloc(size_t bytes) {
   return p;
 }
 
-void CostModelOps::release(void* ptr) {
+void CostModelOps::release_impl(void* ptr) {
   if (inner_) return inner_->release(ptr);
   if (ptr == nullptr) return;
   auto it = reserved_.find(ptr);
@@ -153,7 +153,7 @@ void CostModelOps::release(void* ptr) {
 
 size_t CostModelOps::peak_bytes() const { return inner_ ? inner_->peak_bytes() : peak_bytes_; }
 
-void CostModelOps::upload(void* dst, const void* host_src, size_t bytes) {
+void CostModelOps::upload_impl(void* dst, const void* host_src, size_t bytes) {
   if (inner_) inner_->upload(dst, host_src, bytes);
   if (bytes == 0) return;
   const auto* lo = static_cast<const char*>(dst);
@@ -172,7 +172,7 @@ void CostModelOps::upload(void* dst, const void* host_src, size_t bytes) {
   k.host_wait = true;  // CudaOps::upload waits: the host buffer may be reused on return
 }
 
-void CostModelOps::download(void* host_dst, const void* src, size_t bytes) {
+void CostModelOps::download_impl(void* host_dst, const void* src, size_t bytes) {
   if (inner_) inner_->download(host_dst, src, bytes);
   else if (bytes > 0) std::memset(host_dst, 0, bytes);
   if (bytes == 0) return;
@@ -181,19 +181,19 @@ void CostModelOps::download(void* host_dst, const void* src, size_t bytes) {
   k.host_wait = true;
 }
 
-void CostModelOps::copy(void* dst, const void* src, size_t bytes) {
+void CostModelOps::copy_impl(void* dst, const void* src, size_t bytes) {
   if (inner_) inner_->copy(dst, src, bytes);
   if (bytes == 0 || dst == src) return;
   add("copy", "copy", 0, static_cast<double>(bytes), static_cast<double>(bytes));
 }
 
-void CostModelOps::fill_zero(void* dst, size_t bytes) {
+void CostModelOps::fill_zero_impl(void* dst, size_t bytes) {
   if (inner_) inner_->fill_zero(dst, bytes);
   if (bytes == 0) return;
   add("fill_zero", "memset", 0, 0, static_cast<double>(bytes));
 }
 
-void CostModelOps::synchronize() {
+void CostModelOps::synchronize_impl() {
   if (inner_) inner_->synchronize();
   KernelCost& k = add("synchronize", "host wait", 0, 0, 0);
   k.launches = 0;

@@ -88,13 +88,6 @@ class CostModelOps final : public Ops {
   void add_collective_work(const KernelCost& k);
 
   std::string name() const override;
-  void* alloc(size_t bytes) override;
-  void release(void* ptr) override;
-  void upload(void* dst, const void* host_src, size_t bytes) override;
-  void download(void* host_dst, const void* src, size_t bytes) override;
-  void copy(void* dst, const void* src, size_t bytes) override;
-  void fill_zero(void* dst, size_t bytes) override;
-  void synchronize() override;
   size_t peak_bytes() const override;
   bool holds_values() const override { return inner_ != nullptr; }
   void* native_stream() override { return inner_ ? inner_->native_stream() : nullptr; }
@@ -110,6 +103,14 @@ class CostModelOps final : public Ops {
 
 
  private:
+  // Memory (called by Ops' public methods).
+  void* alloc_impl(size_t bytes) override;
+  void release_impl(void* ptr) override;
+  void upload_impl(void* dst, const void* host_src, size_t bytes) override;
+  void download_impl(void* host_dst, const void* src, size_t bytes) override;
+  void copy_impl(void* dst, const void* src, size_t bytes) override;
+  void fill_zero_impl(void* dst, size_t bytes) override;
+  void synchronize_impl() override;
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
   void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
                           const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) override;

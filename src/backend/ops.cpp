@@ -1,9 +1,10 @@
 // The public Ops methods: each checks its arguments once, for every backend, with the same
 // messages, then calls the backend's implementation (the *_impl methods), which starts at the
-// math. Only shapes and scalars are checked here; buffer sizes are the caller's contract. Also
-// run_recorded, the life of a recording.
+// math, telling the observers before and after. Only shapes and scalars are checked here;
+// buffer sizes are the caller's contract. Also run_recorded, the life of a recording.
 #include "backend/ops.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -65,25 +66,65 @@ void check_types(const char* op, DType expected, std::initializer_list<NamedAct>
 
 }  // namespace
 
+void Ops::add_observer(OpObserver* observer) { observers_.push_back(observer); }
+
+void Ops::remove_observer(OpObserver* observer) {
+  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
+}
+
+void Ops::notify(bool before, const char* op) {
+  for (OpObserver* o : observers_) before ? o->before(*this, op) : o->after(*this, op);
+}
+
+void* Ops::alloc(size_t bytes) {
+  void* ptr = nullptr;
+  observed("alloc", [&] { ptr = alloc_impl(bytes); });
+  return ptr;
+}
+
+void Ops::release(void* ptr) {
+  observed("release", [&] { release_impl(ptr); });
+}
+
+void Ops::upload(void* dst, const void* host_src, size_t bytes) {
+  observed("upload", [&] { upload_impl(dst, host_src, bytes); });
+}
+
+void Ops::download(void* host_dst, const void* src, size_t bytes) {
+  observed("download", [&] { download_impl(host_dst, src, bytes); });
+}
+
+void Ops::copy(void* dst, const void* src, size_t bytes) {
+  observed("copy", [&] { copy_impl(dst, src, bytes); });
+}
+
+void Ops::fill_zero(void* dst, size_t bytes) {
+  observed("fill_zero", [&] { fill_zero_impl(dst, bytes); });
+}
+
+void Ops::synchronize() {
+  observed("synchronize", [&] { synchronize_impl(); });
+}
+
 void Ops::embedding_fwd(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
                         const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) {
   check_rows_shape("embedding_fwd", T, H);
   check_types("embedding_fwd", activation_type(), {{"out", out}});
-  embedding_fwd_impl(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H);
+  observed("embedding_fwd", [&] { embedding_fwd_impl(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H); });
 }
 
 void Ops::embedding_bwd(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
                         const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
   check_rows_shape("embedding_bwd", T, H);
   check_types("embedding_bwd", activation_type(), {{"dout", dout}});
-  embedding_bwd_impl(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H);
+  observed("embedding_bwd", [&] { embedding_bwd_impl(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H); });
 }
 
 void Ops::linear_fwd(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M, int K,
                      int N, Activation act) {
   check_linear_shape("linear_fwd", M, K, N);
   check_types("linear_fwd", activation_type(), {{"out", out}, {"pre_act", pre_act}, {"in", in}});
-  linear_fwd_impl(out, pre_act, in, W, b, M, K, N, act);
+  observed(act == Activation::none ? "linear_fwd" : "linear_fwd+activation", [&] { linear_fwd_impl(out, pre_act, in, W, b, M, K, N, act); });
 }
 
 void Ops::linear_bwd(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
@@ -93,27 +134,27 @@ void Ops::linear_bwd(Act din, float* dW, float* db, ConstAct dout, ConstAct in, 
   BERT_CHECK(act == Activation::none || (pre_act.data != nullptr && dpre_scratch.data != nullptr), Code::invalid_argument,
              "linear_bwd: an activation needs pre_act and dpre_scratch");
   check_types("linear_bwd", activation_type(), {{"din", din}, {"dout", dout}, {"in", in}, {"pre_act", pre_act}, {"dpre_scratch", dpre_scratch}});
-  linear_bwd_impl(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din);
+  observed(act == Activation::none ? "linear_bwd" : "linear_bwd+activation", [&] { linear_bwd_impl(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din); });
 }
 
 void Ops::activation_fwd(Act out, ConstAct pre, int64_t n, Activation act) {
   check_element_count("activation_fwd", n);
   check_types("activation_fwd", activation_type(), {{"out", out}, {"pre", pre}});
-  activation_fwd_impl(out, pre, n, act);
+  observed("activation_fwd", [&] { activation_fwd_impl(out, pre, n, act); });
 }
 
 void Ops::layernorm_fwd(Act out, float* mean, float* rstd, ConstAct in, const float* gamma, const float* beta,
                         int64_t M, int N, float eps) {
   check_rows_shape("layernorm_fwd", M, N);
   check_types("layernorm_fwd", activation_type(), {{"out", out}, {"in", in}});
-  layernorm_fwd_impl(out, mean, rstd, in, gamma, beta, M, N, eps);
+  observed("layernorm_fwd", [&] { layernorm_fwd_impl(out, mean, rstd, in, gamma, beta, M, N, eps); });
 }
 
 void Ops::layernorm_bwd(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
                         const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
   check_rows_shape("layernorm_bwd", M, N);
   check_types("layernorm_bwd", activation_type(), {{"din", din}, {"dout", dout}, {"in", in}});
-  layernorm_bwd_impl(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N);
+  observed("layernorm_bwd", [&] { layernorm_bwd_impl(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N); });
 }
 
 void Ops::dropout_residual_fwd(Act out, ConstAct in, ConstAct residual, int64_t n,
@@ -121,14 +162,14 @@ void Ops::dropout_residual_fwd(Act out, ConstAct in, ConstAct residual, int64_t 
   check_element_count("dropout_residual_fwd", n);
   check_dropout_site("dropout_residual_fwd", site);
   check_types("dropout_residual_fwd", activation_type(), {{"out", out}, {"in", in}, {"residual", residual}});
-  dropout_residual_fwd_impl(out, in, residual, n, site);
+  observed("dropout_residual_fwd", [&] { dropout_residual_fwd_impl(out, in, residual, n, site); });
 }
 
 void Ops::dropout_bwd(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
   check_element_count("dropout_bwd", n);
   check_dropout_site("dropout_bwd", site);
   check_types("dropout_bwd", activation_type(), {{"din", din}, {"dout", dout}});
-  dropout_bwd_impl(din, dout, n, site);
+  observed("dropout_bwd", [&] { dropout_bwd_impl(din, dout, n, site); });
 }
 
 void Ops::residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct in,
@@ -138,7 +179,7 @@ void Ops::residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, Con
   BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "residual_layernorm_fwd: eps ", eps, " is negative");
   check_dropout_site("residual_layernorm_fwd", site);
   check_types("residual_layernorm_fwd", activation_type(), {{"out", out}, {"res", res}, {"in", in}, {"residual", residual}});
-  residual_layernorm_fwd_impl(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
+  observed("residual_layernorm_fwd", [&] { residual_layernorm_fwd_impl(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site); });
 }
 
 void Ops::residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float* dbeta, ConstAct dout,
@@ -149,51 +190,51 @@ void Ops::residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float*
   BERT_CHECK(M == 0 || (d_in.data != d_residual.data && d_in.data != dout.data), Code::invalid_argument,
              "residual_layernorm_bwd: d_in may not alias d_residual or dout");
   check_types("residual_layernorm_bwd", activation_type(), {{"d_in", d_in}, {"d_residual", d_residual}, {"dout", dout}, {"res", res}});
-  residual_layernorm_bwd_impl(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
+  observed("residual_layernorm_bwd", [&] { residual_layernorm_bwd_impl(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site); });
 }
 
 void Ops::attention_fwd(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   check_attention_args("attention_fwd", layout, heads, head_dim, site);
   check_types("attention_fwd", activation_type(), {{"ctx", ctx}, {"probs", probs}, {"qkv", qkv}});
-  attention_fwd_impl(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
+  observed("attention_fwd", [&] { attention_fwd_impl(ctx, probs, qkv, key_bias, layout, heads, head_dim, site); });
 }
 
 void Ops::attention_bwd(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                         const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   check_attention_args("attention_bwd", layout, heads, head_dim, site);
   check_types("attention_bwd", activation_type(), {{"dqkv", dqkv}, {"dctx", dctx}, {"ctx", ctx}, {"qkv", qkv}, {"probs", probs}});
-  attention_bwd_impl(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site);
+  observed("attention_bwd", [&] { attention_bwd_impl(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site); });
 }
 
 void Ops::gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
   check_rows_shape("gather_rows", n, H);
   check_types("gather_rows", activation_type(), {{"out", out}, {"in", in}});
-  gather_rows_impl(out, in, rows, n, H);
+  observed("gather_rows", [&] { gather_rows_impl(out, in, rows, n, H); });
 }
 
 void Ops::scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) {
   check_rows_shape("scatter_add_rows", n, H);
   check_types("scatter_add_rows", activation_type(), {{"dst", dst}, {"src", src}});
-  scatter_add_rows_impl(dst, src, rows, n, H);
+  observed("scatter_add_rows", [&] { scatter_add_rows_impl(dst, src, rows, n, H); });
 }
 
 void Ops::softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
                        int64_t M, int V, int ld, ScaleArg grad_scale) {
   BERT_CHECK(M >= 0 && V > 0 && ld >= V, Code::invalid_argument, "softmax_xent: bad shape M=", M, " V=", V, " ld=", ld);
   check_types("softmax_xent", activation_type(), {{"dlogits", dlogits}, {"logits", logits}});
-  softmax_xent_impl(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);
+  observed("softmax_xent", [&] { softmax_xent_impl(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale); });
 }
 
 void Ops::segment_sumsq(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
   check_segments("segment_sumsq", segs);
-  segment_sumsq_impl(host_out, x, segs);
+  observed("segment_sumsq", [&] { segment_sumsq_impl(host_out, x, segs); });
 }
 
 void Ops::adam_direction(float* update, float* m, float* v, const float* grad, const float* param,
                          const std::vector<ParamSegment>& segs, const AdamStepArgs& args, double* host_sumsq) {
   check_segments("adam_direction", segs);
-  adam_direction_impl(update, m, v, grad, param, segs, args, host_sumsq);
+  observed("adam_direction", [&] { adam_direction_impl(update, m, v, grad, param, segs, args, host_sumsq); });
 }
 
 void Ops::apply_update(float* param, const float* update, const std::vector<ParamSegment>& segs,
@@ -201,19 +242,19 @@ void Ops::apply_update(float* param, const float* update, const std::vector<Para
   check_segments("apply_update", segs);
   BERT_CHECK(host_scale.size() == segs.size(), Code::invalid_argument, "apply_update: ", host_scale.size(),
              " scales for ", segs.size(), " segments");
-  apply_update_impl(param, update, segs, host_scale);
+  observed("apply_update", [&] { apply_update_impl(param, update, segs, host_scale); });
 }
 
 void Ops::optimizer_step(float* param, float* m, float* v, float* update, const float* grad,
                          const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state) {
   check_segments("optimizer_step", segs);
   BERT_CHECK(state != nullptr, Code::invalid_argument, "optimizer_step: no state");
-  optimizer_step_impl(param, m, v, update, grad, segs, trust, state);
+  observed("optimizer_step", [&] { optimizer_step_impl(param, m, v, update, grad, segs, trust, state); });
 }
 
 void Ops::scale(float* x, float a, int64_t n) {
   check_element_count("scale", n);
-  scale_impl(x, a, n);
+  observed("scale", [&] { scale_impl(x, a, n); });
 }
 
 RecordedRun run_recorded(Ops& ops, RecordingSlot& slot, const std::function<void()>& body) {

@@ -69,19 +69,36 @@ class Ops;
 // body queues must be the same each time, its changing values read from backend memory.
 RecordedRun run_recorded(Ops& ops, RecordingSlot& slot, const std::function<void()>& body);
 
+// Told of each call of an Ops' public methods by its name ("linear_fwd", "linear_fwd+activation"
+// for a dense layer with its activation, "upload", ...): a profiler timing them (op_profiler.h),
+// a debug check synchronising after each (op_sync_check.h), a test counting what each queues.
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual void before(Ops& ops, const char* op) = 0;
+  virtual void after(Ops& ops, const char* op) = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string name() const = 0;
 
+  // ---- observers ----------------------------------------------------------------------
+  // Each observer is told of every call of a public method below (memory, synchronize and the
+  // ops) before it runs and after it returns, in the order added; not of calls made while one is
+  // running (a backend's own uploads inside an op, an observer's synchronize). Not owned.
+  void add_observer(OpObserver* observer);
+  void remove_observer(OpObserver* observer);
+
   // ---- memory -------------------------------------------------------------------------
-  virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws Error(out_of_memory)
-  virtual void release(void* ptr) = 0;
-  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
-  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
-  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
-  virtual void fill_zero(void* dst, size_t bytes) = 0;
-  virtual void synchronize() = 0;
+  void* alloc(size_t bytes);  // zero-filled; throws Error(out_of_memory)
+  void release(void* ptr);
+  void upload(void* dst, const void* host_src, size_t bytes);
+  void download(void* host_dst, const void* src, size_t bytes);
+  void copy(void* dst, const void* src, size_t bytes);
+  void fill_zero(void* dst, size_t bytes);
+  void synchronize();
   // Peak bytes of backend memory held at once since creation (arena accounting).
   virtual size_t peak_bytes() const = 0;
   // The backend's work queue (a cudaStream_t for CUDA; null for the CPU, which runs in order),
@@ -244,8 +261,36 @@ class Ops {
   void scale(float* x, float a, int64_t n);
 
  private:
+  // Runs call() between the observers' before(op) and after(op), unless a call is running.
+  template <typename Call>
+  void observed(const char* op, Call&& call) {
+    if (observers_.empty() || observing_) {
+      call();
+      return;
+    }
+    struct Running {
+      bool& flag;
+      explicit Running(bool& f) : flag(f) { flag = true; }
+      ~Running() { flag = false; }
+    } running(observing_);
+    notify(true, op);
+    call();
+    notify(false, op);
+  }
+  void notify(bool before, const char* op);
+
+  std::vector<OpObserver*> observers_;
+  bool observing_ = false;
+
   // The backends' implementations: called by the public methods above once the arguments
   // passed their checks (ops.cpp), so they start at the math.
+  virtual void* alloc_impl(size_t bytes) = 0;
+  virtual void release_impl(void* ptr) = 0;
+  virtual void upload_impl(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download_impl(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy_impl(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero_impl(void* dst, size_t bytes) = 0;
+  virtual void synchronize_impl() = 0;
   virtual void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                                   const int32_t* type_ids, const float* word_emb, const float* pos_emb,
                                   const float* type_emb, int64_t T, int H) = 0;

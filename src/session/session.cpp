@@ -204,6 +204,7 @@ Session::Session(const SessionConfig& config, std::unique_ptr<Communicator> comm
   run_id_ = comm_->allgather_text(new_run_id()).front();  // rank 0's
   ops_ = make_backend(config_, comm_->local_rank());
   if (wrap_backend) ops_ = wrap_backend(std::move(ops_));
+  if (config_.train.debug_sync) ops_->add_observer(&sync_check_);
   ModelLimits limits;
   limits.max_batch = config_.train.micro_batch;
   limits.max_seq_length = config_.data.max_seq_length;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/op_sync_check.h"
 #include "backend/ops.h"
 #include "backend/thread_device.h"
 #include "ckpt/training_state.h"
@@ -53,8 +54,6 @@ struct EvalStats {
   int64_t task_count = 0;
 };
 
-// Benchmarks' hook: receives the backend the config selects and returns the one the session
-// uses (e.g. the same backend inside a ProfilingOps).
 struct SessionMemory {
   uint64_t parameter_bytes = 0;   // fp32 weights (flat buffer)
   uint64_t gradient_bytes = 0;    // 0 for an inference session
@@ -63,6 +62,8 @@ struct SessionMemory {
   uint64_t peak_bytes = 0;        // the backend's peak memory held at once
 };
 
+// Tests' and benchmarks' hook: receives the backend the config selects and returns the one the
+// session uses (e.g. the cost model over it).
 using BackendWrapper = std::function<std::unique_ptr<Ops>(std::unique_ptr<Ops>)>;
 
 class Session {
@@ -183,6 +184,7 @@ class Session {
   // the backend; the optimizer, model and data sources hold backend memory; the NCCL
   // communicator runs on the backend's device. So ops_ goes last and comm_ just before it;
   // add a member below the ones it uses.
+  OpSyncCheck sync_check_;  // observes ops_ with train.debug_sync (declared first: outlives it)
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<BertModel> model_;

@@ -59,6 +59,7 @@ void parse_train(JsonReader r, TrainConfig& t) {
   }
   t.fused_attention = r.get_bool("fused_attention", t.fused_attention);
   t.cuda_graphs = r.get_bool("cuda_graphs", t.cuda_graphs);
+  t.debug_sync = r.get_bool("debug_sync", t.debug_sync);
   t.recompute_gelu = r.get_bool("recompute_gelu", t.recompute_gelu);
   t.recompute_attention = r.get_bool("recompute_attention", t.recompute_attention);
   t.log_every = static_cast<int>(r.get_int("log_every", t.log_every, 1, kIntMax));
@@ -143,6 +144,10 @@ void check_cuda_graphs(const SessionConfig& c) {
   if (!c.task.pretraining()) {
     fail(Code::config, key, " records pretraining micro-batches; the \"", c.task.name(),
          "\" head computes its loss on the host: set it to false");
+  }
+  if (c.train.debug_sync) {
+    fail(Code::config, key, " records work that may not wait for the device, and 'train.debug_sync' waits after "
+         "every op: set one of them to false");
   }
 }
 
@@ -241,6 +246,7 @@ nlohmann::json SessionConfig::to_json() const {
         {"max_loss_scale", train.loss_scale.max},
         {"fused_attention", train.fused_attention},
         {"cuda_graphs", train.cuda_graphs},
+        {"debug_sync", train.debug_sync},
         {"recompute_gelu", train.recompute_gelu},
         {"recompute_attention", train.recompute_attention},
         {"log_every", train.log_every},

@@ -45,6 +45,7 @@ struct TrainConfig {
   LossScaleConfig loss_scale;    // mode "dynamic" by default with fp16, "none" otherwise
   bool fused_attention = false;  // CUDA: cuDNN's fused attention instead of the reference kernels
   bool cuda_graphs = false;      // CUDA: each micro-batch's forward and backward (with the all-reduce's buckets) replayed as a CUDA graph
+  bool debug_sync = false;       // wait for the backend before and after every op, naming the op a failure came from
   bool recompute_gelu = false;       // recompute the GELU output in backward instead of keeping it
   bool recompute_attention = false;  // recompute attention probabilities in backward
   int log_every = 10;

@@ -1,5 +1,5 @@
 // Op profile of one training step: runs bert-bench's synthetic step (same config keys) with the
-// backend inside a ProfilingOps and prints, per operation and per op family, the calls and
+// backend observed by an OpProfiler and prints, per operation and per op family, the calls and
 // milliseconds per step and their share of the summed op time, then one JSON line with the same.
 // Each op is timed between two synchronisations (a profile, not a throughput figure: bert-bench
 // measures that). A benchmark: it prints what it measured, it asserts nothing.
@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/profiling_ops.h"
+#include "backend/op_profiler.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "session/session.h"
@@ -97,23 +97,20 @@ int main(int argc, char** argv) {
         {"fused_attention", fused_attention}}},
       {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", false}}}};
   try {
-    bert::ProfilingOps* profile = nullptr;
-    bert::Session session(bert::parse_session_config(config.dump()), bert::make_local_communicator(),
-                          [&](std::unique_ptr<bert::Ops> ops) {
-                            auto wrapped = std::make_unique<bert::ProfilingOps>(std::move(ops));
-                            profile = wrapped.get();
-                            return wrapped;
-                          });
+    bert::OpProfiler profile;  // declared first: outlives the session it observes
+    bert::Session session(bert::parse_session_config(config.dump()), bert::make_local_communicator());
+    session.ops().add_observer(&profile);
     for (int i = 0; i < warmup; ++i) session.step(nullptr);
-    profile->reset();
+    profile.reset();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) session.step(nullptr);
+    session.ops().remove_observer(&profile);
     session.ops().synchronize();
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
 
     std::map<std::string, Row> ops, families;
     double total_ms = 0;
-    for (const auto& [name, t] : profile->timings()) {
+    for (const auto& [name, t] : profile.timings()) {
       const double calls = static_cast<double>(t.calls) / steps, ms = 1e3 * t.seconds / steps;
       ops[name] = {name, calls, ms};
       Row& f = families[family_of(name)];

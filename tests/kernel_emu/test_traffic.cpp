@@ -1,6 +1,6 @@
 // The cost model (backend/cost_model_ops.h) against the emulated GPU. A bert-tiny bf16 training
 // step (16-bit activations, as sessions run bf16) runs through a Session on CudaOps over the emulation, with the cost model wrapped around it
-// and, between the two, EmulatorTrafficOps attributing the emulator's counters (launches, stream
+// and, observing CudaOps, EmulatorTraffic attributing the emulator's counters (launches, stream
 // waits, and the bytes kernels load and store, seen through the access hooks of
 // emu_kernels_counted) to each Ops call. Per op, the model's device bytes must match the
 // emulator's within kByteTolerance, its launches and host waits exactly; its GEMM FLOPs must
@@ -41,137 +41,32 @@ struct OpTraffic {
   double bytes = 0;
 };
 
-// Forwards every call to the emulated CudaOps and adds the emulator's counter deltas to the op.
-class EmulatorTrafficOps final : public Ops {
+// Observes the emulated CudaOps: adds the emulator's counter deltas over each call to its op (a
+// dense layer with its activation counted as the dense layer, as the cost model names it).
+class EmulatorTraffic final : public OpObserver {
  public:
-  explicit EmulatorTrafficOps(std::unique_ptr<Ops> inner) : inner_(std::move(inner)) {}
   const std::map<std::string, OpTraffic>& per_op() const { return per_op_; }
   void reset() { per_op_.clear(); }
 
-  std::string name() const override { return inner_->name(); }
-  void* alloc(size_t bytes) override { return inner_->alloc(bytes); }
-  void release(void* ptr) override { inner_->release(ptr); }
-  void upload(void* dst, const void* src, size_t bytes) override {
-    count("upload", [&] { inner_->upload(dst, src, bytes); });
+  void before(Ops& ops, const char* op) override {
+    (void)ops, (void)op;
+    before_ = cuda_emu::traffic();
   }
-  void download(void* dst, const void* src, size_t bytes) override {
-    count("download", [&] { inner_->download(dst, src, bytes); });
+  void after(Ops& ops, const char* op) override {
+    (void)ops;
+    std::string name = op;
+    if (name == "alloc" || name == "release") return;
+    name = name.substr(0, name.find('+'));
+    const cuda_emu::Traffic& now = cuda_emu::traffic();
+    OpTraffic& t = per_op_[name];
+    t.launches += (now.kernel_launches - before_.kernel_launches) + (now.gemm_launches - before_.gemm_launches) +
+                  (now.device_copies - before_.device_copies) + (now.host_copies - before_.host_copies);
+    t.syncs += now.stream_syncs - before_.stream_syncs;
+    t.bytes += static_cast<double>((now.read_bytes - before_.read_bytes) + (now.write_bytes - before_.write_bytes));
   }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    count("copy", [&] { inner_->copy(dst, src, bytes); });
-  }
-  void fill_zero(void* dst, size_t bytes) override {
-    count("fill_zero", [&] { inner_->fill_zero(dst, bytes); });
-  }
-  void synchronize() override { count("synchronize", [&] { inner_->synchronize(); }); }
-  size_t peak_bytes() const override { return inner_->peak_bytes(); }
-  void* native_stream() override { return inner_->native_stream(); }
-  DType activation_type() const override { return inner_->activation_type(); }
-  int64_t attention_saved_elems(int64_t max_seqs, int64_t max_len, int heads) const override {
-    return inner_->attention_saved_elems(max_seqs, max_len, heads);
-  }
-  void set_weights(const float* p, int64_t n) override { inner_->set_weights(p, n); }
-  void weights_changed() override { inner_->weights_changed(); }
 
  private:
-  void embedding_fwd_impl(Act out, const int32_t* w, const int32_t* p, const int32_t* t, const float* we,
-                          const float* pe, const float* te, int64_t T, int H) override {
-    count("embedding_fwd", [&] { inner_->embedding_fwd(out, w, p, t, we, pe, te, T, H); });
-  }
-  void embedding_bwd_impl(float* dw, float* dp, float* dt, ConstAct dout, const int32_t* w, const int32_t* p,
-                          const int32_t* t, int64_t T, int H) override {
-    count("embedding_bwd", [&] { inner_->embedding_bwd(dw, dp, dt, dout, w, p, t, T, H); });
-  }
-  void linear_fwd_impl(Act out, Act pre, ConstAct in, const float* W, const float* b, int64_t M, int K, int N,
-                       Activation act) override {
-    count("linear_fwd", [&] { inner_->linear_fwd(out, pre, in, W, b, M, K, N, act); });
-  }
-  void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
-                       ConstAct pre, Act scratch, int64_t M, int K, int N, Activation act, bool acc) override {
-    count("linear_bwd", [&] { inner_->linear_bwd(din, dW, db, dout, in, W, pre, scratch, M, K, N, act, acc); });
-  }
-  void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) override {
-    count("activation_fwd", [&] { inner_->activation_fwd(out, pre, n, act); });
-  }
-  void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* g, const float* b, int64_t M,
-                          int N, float eps) override {
-    count("layernorm_fwd", [&] { inner_->layernorm_fwd(out, mean, rstd, in, g, b, M, N, eps); });
-  }
-  void layernorm_bwd_impl(Act din, float* dg, float* db, ConstAct dout, ConstAct in, const float* mean,
-                          const float* rstd, const float* g, int64_t M, int N) override {
-    count("layernorm_bwd", [&] { inner_->layernorm_bwd(din, dg, db, dout, in, mean, rstd, g, M, N); });
-  }
-  void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct res, int64_t n,
-                                 const DropoutSite& site) override {
-    count("dropout_residual_fwd", [&] { inner_->dropout_residual_fwd(out, in, res, n, site); });
-  }
-  void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) override {
-    count("dropout_bwd", [&] { inner_->dropout_bwd(din, dout, n, site); });
-  }
-  void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
-                                   ConstAct residual, const float* g, const float* b, int64_t M, int N, float eps,
-                                   const DropoutSite& site) override {
-    count("residual_layernorm_fwd",
-          [&] { inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, g, b, M, N, eps, site); });
-  }
-  void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dg, float* db, ConstAct dout,
-                                   ConstAct res, const float* mean, const float* rstd, const float* g, int64_t M,
-                                   int N, const DropoutSite& site) override {
-    count("residual_layernorm_bwd", [&] {
-      inner_->residual_layernorm_bwd(d_in, d_residual, dg, db, dout, res, mean, rstd, g, M, N, site);
-    });
-  }
-  void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* kb, const AttentionLayout& layout,
-                          int heads, int head_dim, const DropoutSite& site) override {
-    count("attention_fwd", [&] { inner_->attention_fwd(ctx, probs, qkv, kb, layout, heads, head_dim, site); });
-  }
-  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
-                          const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) override {
-    count("attention_bwd", [&] { inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site); });
-  }
-  void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override {
-    count("gather_rows", [&] { inner_->gather_rows(out, in, rows, n, H); });
-  }
-  void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) override {
-    count("scatter_add_rows", [&] { inner_->scatter_add_rows(dst, src, rows, n, H); });
-  }
-  void softmax_xent_impl(Act dl, float* losses, int32_t* correct, ConstAct logits, const int32_t* labels,
-                         int64_t M, int V, int ld, ScaleArg grad_scale) override {
-    count("softmax_xent", [&] { inner_->softmax_xent(dl, losses, correct, logits, labels, M, V, ld, grad_scale); });
-  }
-  void segment_sumsq_impl(double* out, const float* x, const std::vector<ParamSegment>& segs) override {
-    count("segment_sumsq", [&] { inner_->segment_sumsq(out, x, segs); });
-  }
-  void adam_direction_impl(float* u, float* m, float* v, const float* g, const float* p,
-                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
-                           double* sumsq) override {
-    count("adam_direction", [&] { inner_->adam_direction(u, m, v, g, p, segs, args, sumsq); });
-  }
-  void apply_update_impl(float* p, const float* u, const std::vector<ParamSegment>& segs,
-                         const std::vector<float>& scales) override {
-    count("apply_update", [&] { inner_->apply_update(p, u, segs, scales); });
-  }
-  void optimizer_step_impl(float* p, float* m, float* v, float* u, const float* g,
-                           const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state) override {
-    count("optimizer_step", [&] { inner_->optimizer_step(p, m, v, u, g, segs, trust, state); });
-  }
-  void scale_impl(float* x, float a, int64_t n) override {
-    count("scale", [&] { inner_->scale(x, a, n); });
-  }
-
-  template <typename Call>
-  void count(const char* op, Call&& call) {
-    const cuda_emu::Traffic before = cuda_emu::traffic();
-    call();
-    const cuda_emu::Traffic& after = cuda_emu::traffic();
-    OpTraffic& t = per_op_[op];
-    t.launches += (after.kernel_launches - before.kernel_launches) + (after.gemm_launches - before.gemm_launches) +
-                  (after.device_copies - before.device_copies) + (after.host_copies - before.host_copies);
-    t.syncs += after.stream_syncs - before.stream_syncs;
-    t.bytes += static_cast<double>((after.read_bytes - before.read_bytes) + (after.write_bytes - before.write_bytes));
-  }
-
-  std::unique_ptr<Ops> inner_;
+  cuda_emu::Traffic before_;
   std::map<std::string, OpTraffic> per_op_;
 };
 
@@ -224,13 +119,13 @@ void expect_cost_model_matches_emulator(bool unpad) {
       "data": {"max_seq_length": 32, "max_predictions_per_seq": 5, "unpad": )" +
                                               std::string(unpad ? "true" : "false") + "}}");
   CostModelOps* model = nullptr;
-  EmulatorTrafficOps* emulator = nullptr;
+  EmulatorTraffic traffic;  // declared first: outlives the backend it observes
+  EmulatorTraffic* emulator = &traffic;
   CostModelOptions options;
   options.precision = Precision::bf16;
   Session session(config, make_local_communicator(), [&](std::unique_ptr<Ops> cuda) {
-    auto traffic = std::make_unique<EmulatorTrafficOps>(std::move(cuda));
-    emulator = traffic.get();
-    auto cost = std::make_unique<CostModelOps>(options, std::move(traffic));
+    cuda->add_observer(&traffic);
+    auto cost = std::make_unique<CostModelOps>(options, std::move(cuda));
     model = cost.get();
     return cost;
   });
@@ -298,11 +193,13 @@ TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnUnpaddedBertTiny) {
 // bert-tiny's tensors: the model's launches, host waits (none) and bytes against the emulator's,
 // on the second call (the first uploads its segment table).
 TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnTheDeviceOptimizerStep) {
-  auto traffic = std::make_unique<EmulatorTrafficOps>(make_cuda_ops(0, CudaOptions{Precision::bf16}));
-  EmulatorTrafficOps* emulator = traffic.get();
+  EmulatorTraffic traffic;  // declared first: outlives the backend it observes
+  EmulatorTraffic* emulator = &traffic;
+  std::unique_ptr<Ops> cuda = make_cuda_ops(0, CudaOptions{Precision::bf16});
+  cuda->add_observer(&traffic);
   CostModelOptions options;
   options.precision = Precision::bf16;
-  CostModelOps model(options, std::move(traffic));
+  CostModelOps model(options, std::move(cuda));
   const ParamTable table(parse_session_config(R"({"model": "bert-tiny"})").model);
   const std::vector<ParamSegment> segs = table.segments(0.01f);
   const int64_t n = table.total_elems;

@@ -20,7 +20,7 @@ CpuOps::~CpuOps() {
   for (auto& [ptr, bytes] : live_) std::free(ptr);
 }
 
-void* CpuOps::alloc(size_t bytes) {
+void* CpuOps::alloc_impl(size_t bytes) {
   BERT_CHECK(bytes <= std::numeric_limits<size_t>::max() - kAlignment, Code::out_of_memory,
              "cpu backend: cannot allocate ", bytes, " bytes");
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
@@ -38,7 +38,7 @@ void* CpuOps::alloc(size_t bytes) {
   return ptr;
 }
 
-void CpuOps::release(void* ptr) {
+void CpuOps::release_impl(void* ptr) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(memory_mutex_);
   auto it = live_.find(ptr);
@@ -54,19 +54,19 @@ size_t CpuOps::peak_bytes() const {
   return peak_bytes_;
 }
 
-void CpuOps::upload(void* dst, const void* host_src, size_t bytes) {
+void CpuOps::upload_impl(void* dst, const void* host_src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, host_src, bytes);
 }
 
-void CpuOps::download(void* host_dst, const void* src, size_t bytes) {
+void CpuOps::download_impl(void* host_dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(host_dst, src, bytes);
 }
 
-void CpuOps::copy(void* dst, const void* src, size_t bytes) {
+void CpuOps::copy_impl(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memmove(dst, src, bytes);
 }
 
-void CpuOps::fill_zero(void* dst, size_t bytes) {
+void CpuOps::fill_zero_impl(void* dst, size_t bytes) {
   if (bytes == 0) return;
   auto* p = static_cast<unsigned char*>(dst);
   if (bytes < kParallelFillBytes) {

@@ -34,13 +34,6 @@ class CpuOps final : public Ops {
   std::string name() const override { return "cpu"; }
   int threads() const { return threads_; }
 
-  void* alloc(size_t bytes) override;
-  void release(void* ptr) override;
-  void upload(void* dst, const void* host_src, size_t bytes) override;
-  void download(void* host_dst, const void* src, size_t bytes) override;
-  void copy(void* dst, const void* src, size_t bytes) override;
-  void fill_zero(void* dst, size_t bytes) override;
-  void synchronize() override {}
   size_t peak_bytes() const override;
   DType activation_type() const override { return DType::f32; }
   void set_weights(const float* params, int64_t n) override;
@@ -48,6 +41,14 @@ class CpuOps final : public Ops {
 
 
  private:
+  // Memory (called by Ops' public methods).
+  void* alloc_impl(size_t bytes) override;
+  void release_impl(void* ptr) override;
+  void upload_impl(void* dst, const void* host_src, size_t bytes) override;
+  void download_impl(void* host_dst, const void* src, size_t bytes) override;
+  void copy_impl(void* dst, const void* src, size_t bytes) override;
+  void fill_zero_impl(void* dst, size_t bytes) override;
+  void synchronize_impl() override {}
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
   // The CPU stores activations in fp32 (activation_type(); ops.cpp checks what it is given):
   // each override unwraps the activation views and runs the fp32 implementation below.

@@ -88,35 +88,35 @@ Act CudaOps::scratch_act(ScratchBuffer& scratch, int64_t elems) {
   return Act(scratch.get(static_cast<size_t>(elems) * dtype_bytes(activation_type_)), activation_type_);
 }
 
-void* CudaOps::alloc(size_t bytes) { return memory_->alloc(bytes); }
+void* CudaOps::alloc_impl(size_t bytes) { return memory_->alloc(bytes); }
 
-void CudaOps::release(void* ptr) { memory_->release(ptr); }
+void CudaOps::release_impl(void* ptr) { memory_->release(ptr); }
 
-void CudaOps::upload(void* dst, const void* host_src, size_t bytes) {
+void CudaOps::upload_impl(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   // The host buffer may be reused as soon as we return; pinned sources would still be read.
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void CudaOps::download(void* host_dst, const void* src, size_t bytes) {
+void CudaOps::download_impl(void* host_dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   check_labels();
 }
 
-void CudaOps::copy(void* dst, const void* src, size_t bytes) {
+void CudaOps::copy_impl(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaOps::fill_zero(void* dst, size_t bytes) {
+void CudaOps::fill_zero_impl(void* dst, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
-void CudaOps::synchronize() {
+void CudaOps::synchronize_impl() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   check_labels();
 }

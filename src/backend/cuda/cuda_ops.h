@@ -49,13 +49,6 @@ class CudaOps final : public Ops {
   // rounding; the erf form (BERT's "gelu") always runs unfused.
   bool fuses_gelu_tanh() const { return gelu_probe_.ran && gelu_probe_.err_tanh < 2e-5; }
 
-  void* alloc(size_t bytes) override;
-  void release(void* ptr) override;
-  void upload(void* dst, const void* host_src, size_t bytes) override;
-  void download(void* host_dst, const void* src, size_t bytes) override;
-  void copy(void* dst, const void* src, size_t bytes) override;
-  void fill_zero(void* dst, size_t bytes) override;
-  void synchronize() override;
   size_t peak_bytes() const override;
   void* native_stream() override { return stream_; }
   int device() const override { return device_; }
@@ -75,6 +68,14 @@ class CudaOps final : public Ops {
 
 
  private:
+  // Memory (called by Ops' public methods).
+  void* alloc_impl(size_t bytes) override;
+  void release_impl(void* ptr) override;
+  void upload_impl(void* dst, const void* host_src, size_t bytes) override;
+  void download_impl(void* host_dst, const void* src, size_t bytes) override;
+  void copy_impl(void* dst, const void* src, size_t bytes) override;
+  void fill_zero_impl(void* dst, size_t bytes) override;
+  void synchronize_impl() override;
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
   void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
                           const int32_t* type_ids, const float* word_emb, const float* pos_emb,
