@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/ops.h"
@@ -161,6 +162,27 @@ TEST_F(CudaGraphs, ARefusedRecordingFailsNamingTheConfigSwitch) {
       },
       Code::backend, {"recording the work as a CUDA graph failed", "config key 'train.cuda_graphs' = false"});
   (void)cudaGetLastError();
+  run_layer();
+  ops->synchronize();
+}
+
+// Recording work that differs from the direct run before it is refused by name where it would miss
+// a cache or grow a buffer, instead of querying cuBLASLt or allocating inside the capture: a GEMM
+// of a shape not run before (fewer rows: no buffer grows), then a larger one (its 16-bit operand
+// copy would grow). The stream works directly again after each.
+TEST_F(CudaGraphs, RecordingRefusesCacheMissesAndGrowingBuffers) {
+  run_layer();
+  testing::expect_error(
+      [&] { ops->record([&] { ops->linear_fwd(out, nullptr, inter, w2, b2, T - 1, kInter, kHidden, Activation::none); }); },
+      Code::internal, {"a cuBLASLt algorithm query for a GEMM shape not run before (m=" + std::to_string(T - 1) +
+                           " n=" + std::to_string(kHidden) + " k=" + std::to_string(kInter) + " batch=1)",
+                       "while recording a CUDA graph: the recorded work must repeat work run directly just before it"});
+  run_layer();
+  float* big = input(2 * T * kInter, 30);
+  auto* big_out = static_cast<float*>(ops->alloc(2 * T * kHidden * sizeof(float)));
+  testing::expect_error(
+      [&] { ops->record([&] { ops->linear_fwd(big_out, nullptr, big, w2, b2, 2 * T, kInter, kHidden, Activation::none); }); },
+      Code::internal, {"a scratch buffer growing from", "while recording a CUDA graph"});
   run_layer();
   ops->synchronize();
 }

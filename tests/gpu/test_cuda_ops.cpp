@@ -16,8 +16,13 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/op_sync_check.h"
 #include "backend/ops.h"
 #include "gpu_random.h"
+#include "sticky_error.h"
+#ifdef BERT_KERNEL_EMULATION
+#include "cuda_runtime_emu.h"
+#endif
 #include "../expect_error.h"
 #include "core/error.h"
 
@@ -513,7 +518,30 @@ TEST_F(CudaVsCpu, SoftmaxCrossEntropyWithPaddingAndIgnoredRows) {
                {"label 50 of row 5 is not below the vocabulary size 50"});
   gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, lab.g, M, V, ld, 1.0f);
   EXPECT_NO_THROW(gpu->synchronize()) << "the report was cleared";
+  // train.debug_sync's observer: the failure is reported by the call that queued it, by name.
+  OpSyncCheck check;
+  gpu->add_observer(&check);
+  expect_error([&] { gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f); },
+               Code::invalid_argument,
+               {"train.debug_sync: the backend failed in softmax_xent: softmax_xent: label 50 of row 5 is not below"});
+  gpu->remove_observer(&check);
+  EXPECT_NO_THROW(gpu->synchronize()) << "the report was cleared";
 }
+
+#ifdef BERT_KERNEL_EMULATION
+// gpu_main's listener: a sticky error (set on the emulated device) stops the program naming the
+// test that left it; without one, nothing happens.
+TEST(StickyCudaErrors, StopTheProgramNamingTheTestThatLeftOne) {
+  EXPECT_NO_FATAL_FAILURE(testing::stop_on_sticky_error("CleanSuite.CleanTest"));
+  EXPECT_DEATH(
+      {
+        cuda_emu::set_sticky_error(cudaErrorIllegalAddress);
+        testing::stop_on_sticky_error("SomeSuite.SomeTest");
+      },
+      "sticky CUDA error after SomeSuite.SomeTest: an illegal memory access was encountered; the CUDA "
+      "context is unusable, stopping this program");
+}
+#endif
 
 std::vector<ParamSegment> test_segments() {
   // An empty segment, one spanning several chunks, and small ones with and without decay.

@@ -107,6 +107,7 @@ CUresult set_current_context(CUcontext context) {
   return CUDA_SUCCESS;
 }
 thread_local cudaError_t t_launch_error = cudaSuccess;
+cudaError_t g_sticky_error = cudaSuccess;  // set_sticky_error: the device is unusable
 std::mutex g_stream_devices_mutex;
 std::map<cudaStream_t, int>& stream_devices() {
   static std::map<cudaStream_t, int> devices;
@@ -155,6 +156,8 @@ bool inside_allocation(const void* first, const void* last) {
   --it;
   return lo >= it->first && hi < it->first + it->second.bytes;
 }
+
+void set_sticky_error(cudaError_t error) { g_sticky_error = error; }
 
 void begin_launch() {
   ++traffic().kernel_launches;
@@ -244,7 +247,9 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cuda_emu::g_sticky_error; }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cuda_emu::g_sticky_error != cudaSuccess) return cuda_emu::g_sticky_error;
   if (cuda_emu::g_capture.active && (stream == cuda_emu::g_capture.stream || cuda_emu::refused_by_capture())) {
     cuda_emu::g_capture.invalidated = true;
     return cudaErrorStreamCaptureUnsupported;
@@ -383,9 +388,14 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsi
 }
 
 // A launch either ran, threw, or was refused (another device's stream): that error is pending.
-cudaError_t cudaGetLastError(void) { return std::exchange(cuda_emu::t_launch_error, cudaSuccess); }
+// A sticky error is never cleared.
+cudaError_t cudaGetLastError(void) {
+  if (cuda_emu::g_sticky_error != cudaSuccess) return cuda_emu::g_sticky_error;
+  return std::exchange(cuda_emu::t_launch_error, cudaSuccess);
+}
 const char* cudaGetErrorString(cudaError_t error) {
   if (error == cudaSuccess) return "no error";
+  if (error == cudaErrorIllegalAddress) return "an illegal memory access was encountered";
   return error == cudaErrorInvalidResourceHandle ? "invalid resource handle" : "emulated CUDA error";
 }
 

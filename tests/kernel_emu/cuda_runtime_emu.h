@@ -26,6 +26,10 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // cudaErrorInvalidResourceHandle). BERT_EMU_DEVICES (default 1) sets how many devices there are.
 bool launch_allowed(cudaStream_t stream);
 
+// Makes the device unusable as a GPU is after an illegal address or a trap in a kernel: every
+// later synchronisation and cudaGetLastError returns `error`, which is never cleared.
+void set_sticky_error(cudaError_t error);
+
 // Counters since the program started (read them before and after the calls of interest).
 // read/write bytes are per-launch footprints: the distinct 32-byte sectors of device memory a
 // kernel loaded, and those it stored, times 32, summed over launches. Kernels contribute only when

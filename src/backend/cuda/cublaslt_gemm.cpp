@@ -135,6 +135,8 @@ const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan)
   const Key key = key_of(g, plan);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
+  check_not_capturing(stream_, "a cuBLASLt algorithm query for a GEMM shape not run before (m=", g.m, " n=", g.n,
+                      " k=", g.k, " batch=", g.batch, ")");
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   CachedAlgo entry;

@@ -73,6 +73,7 @@ ScratchBuffer::~ScratchBuffer() {
 
 void* ScratchBuffer::get(size_t bytes) {
   if (bytes <= bytes_ && ptr_ != nullptr) return ptr_;
+  check_not_capturing(stream_, "a scratch buffer growing from ", bytes_, " to ", bytes, " bytes");
   // Grow geometrically so slowly increasing requests do not reallocate every call.
   const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
   if (ptr_ != nullptr) {

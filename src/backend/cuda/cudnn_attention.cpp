@@ -231,6 +231,8 @@ fe::graph::Graph& CudnnAttention::graph(bool backward, const Shape& s, float p) 
   const Key key(backward, s.ragged, s.B, s.S, s.h, s.D, static_cast<int>(io_), p);
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return *it->second;
+  check_not_capturing(stream_, "building cuDNN's fused attention ", backward ? "backward" : "forward", " graph for ",
+                      s.B, " sequences of ", s.S, " tokens");
   // The backward prefers cuDNN's deterministic algorithm (the engine's default everywhere);
   // where that is not offered it falls back to the atomics-based one.
   std::shared_ptr<fe::graph::Graph> g = build(backward, s, p, true);
