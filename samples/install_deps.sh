@@ -59,6 +59,14 @@ if ((tests)) && [ -x /usr/local/cuda/bin/nvcc ] && ! /usr/bin/python3 -m pip sho
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps nvidia-cudnn-frontend==1.32.0
 fi
+# ... and cuobjdump (NVIDIA's wheel, when the toolkit lacks it) for tests/gpu's kernel resource check.
+if ((tests)) && [ -x /usr/local/cuda/bin/nvcc ] && [ ! -x /usr/local/cuda/bin/cuobjdump ] &&
+   ! /usr/bin/python3 -m pip show -q nvidia-cuda-cuobjdump >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps 'nvidia-cuda-cuobjdump==13.*' ||
+    echo "warning: cuobjdump did not install; tests/gpu's kernel resource check will skip" >&2
+fi
 
 # The Hugging Face oracle (tests/oracle, tests/large: exported folders load into transformers,
 # SQuAD post-processing equals its own, fine-tuning tracks its Trainer): transformers < 4.41, the
