@@ -2,8 +2,9 @@
 // that cannot complete, shuffles from exited lanes, shared memory a block did not write (NaN, and
 // reported by the race check), shared-memory races within a block, device-memory races between
 // the blocks of a launch, and results that depend on the order of blocks or threads (changed by
-// the seeded random schedule). This file is compiled with the access hooks, so its kernels are
-// race-checked as emu_kernels_counted's are.
+// the seeded random schedule). Built twice: with the access hooks (emulation_checks: the race
+// checks), and under AddressSanitizer + UBSan (emulation_checks_sanitized: a kernel reading past
+// its allocation, a misaligned vector load).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,6 +53,29 @@ struct RandomSchedule {
   ~RandomSchedule() { cuda_emu::set_schedule_seed(std::nullopt); }
 };
 
+#if defined(__SANITIZE_ADDRESS__)
+// Emulated device memory is host heap: a kernel reading one element past its allocation is stopped
+// by AddressSanitizer, a float4 load from an address that is not 16-byte aligned by UBSan.
+TEST(CudaEmulationSanitized, AReadPastTheAllocationIsStopped) {
+  DeviceFloats in(64, 1.0f), out(64, 0.0f);
+  const float* i = in.data;
+  float* o = out.data;
+  EXPECT_DEATH(cuda_emu::run_grid("reads_one_past_the_end", dim3(1), dim3(64), [i, o] { o[threadIdx.x] = i[threadIdx.x + 1]; }),
+               "heap-buffer-overflow");
+}
+
+TEST(CudaEmulationSanitized, AMisalignedVectorLoadIsStopped) {
+  DeviceFloats in(64, 1.0f), out(64, 0.0f);
+  const float* i = in.data;
+  float* o = out.data;
+  EXPECT_DEATH(cuda_emu::run_grid("misaligned_float4", dim3(1), dim3(1), [i, o] {
+                 const float4 v = reinterpret_cast<const float4*>(i + 1)[0];
+                 o[0] = v.x;
+               }),
+               "misaligned address");
+}
+#endif
+
 TEST(CudaEmulation, ReportsAShuffleFromAnExitedLane) {
   const std::string error = launch_error("shuffle_from_exited_lane", dim3(1), dim3(32), [] {
     if (threadIdx.x >= 16) return;
@@ -74,23 +98,19 @@ TEST(CudaEmulation, ReportsDivergentBarriers) {
 
 // Each block reads its shared array before writing it: every block reads the poison (NaN), never the
 // values the block before it left; the race check names the read.
-TEST(CudaEmulation, SharedMemoryABlockDidNotWriteIsNanAndReported) {
+void reads_before_writing(float* o) {
+  static char site;
+  auto& s = cuda_emu::block_shared<float[32]>(&site);
+  o[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
+  s[threadIdx.x] = 7.0f;
+}
+
+TEST(CudaEmulation, SharedMemoryABlockDidNotWriteIsNan) {
+  RacecheckOff off;
   DeviceFloats out(4 * 32, 0.0f);
   float* o = out.data;
-  auto kernel = [o] {
-    static char site;
-    auto& s = cuda_emu::block_shared<float[32]>(&site);
-    o[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
-    s[threadIdx.x] = 7.0f;
-  };
-  {
-    RacecheckOff off;
-    EXPECT_EQ(launch_error("reads_before_writing", dim3(4), dim3(32), kernel), "");
-    for (float v : out.values()) ASSERT_TRUE(std::isnan(v)) << v;
-  }
-  const std::string error = launch_error("reads_before_writing", dim3(4), dim3(32), kernel);
-  EXPECT_CONTAINS(error, "kernel reads_before_writing, block (0,0,0): uninitialised shared memory: "
-                         "thread (0,0,0) reads byte 0 of shared memory, which no thread of its block has written");
+  EXPECT_EQ(launch_error("reads_before_writing", dim3(4), dim3(32), [o] { reads_before_writing(o); }), "");
+  for (float v : out.values()) ASSERT_TRUE(std::isnan(v)) << v;
 }
 
 TEST(CudaEmulation, ReportsSharedArraysOverTheBlockLimit) {
@@ -100,6 +120,15 @@ TEST(CudaEmulation, ReportsSharedArraysOverTheBlockLimit) {
     cuda_emu::block_shared<double[4096]>(&b)[threadIdx.x] = 0;  // 64 KiB in all
   });
   EXPECT_CONTAINS(error, "the block's shared arrays take 65536 bytes, more than the 49152 bytes");
+}
+
+#if !defined(__SANITIZE_ADDRESS__)  // the race checks need the access hooks, which ASan's build lacks
+TEST(CudaEmulation, RacecheckReportsAnUninitialisedSharedRead) {
+  DeviceFloats out(4 * 32, 0.0f);
+  float* o = out.data;
+  const std::string error = launch_error("reads_before_writing", dim3(4), dim3(32), [o] { reads_before_writing(o); });
+  EXPECT_CONTAINS(error, "kernel reads_before_writing, block (0,0,0): uninitialised shared memory: "
+                         "thread (0,0,0) reads byte 0 of shared memory, which no thread of its block has written");
 }
 
 // A neighbour's shared value read without __syncthreads (read after write): reported; with the
@@ -168,6 +197,8 @@ TEST(CudaEmulation, RacecheckReportsBlocksSharingDeviceMemory) {
     if (threadIdx.x == 0) o[blockIdx.x] = static_cast<float>(blockIdx.x);
   }), "");
 }
+
+#endif
 
 // A result that depends on the order of blocks (each block adds one to the previous block's output)
 // or of threads between barriers (each reads a neighbour's shared value without __syncthreads)
