@@ -282,7 +282,11 @@ TEST_F(CudaVsCpu, CublasLtGeluEpilogueIsNotTheErfForm) {
   const CudaOps::GeluProbe& probe = cuda->gelu_probe();
   std::printf("cuBLASLt GELU epilogue: ran=%d, max |err| vs tanh form %.3g, vs erf form %.3g\n",
               probe.ran ? 1 : 0, probe.err_tanh, probe.err_erf);
-  ASSERT_TRUE(probe.ran) << "cuBLASLt offered no GELU_AUX_BIAS algorithm for fp32";
+  if (!probe.ran) {  // a report, not a failure: the unfused path then runs every GELU layer
+    std::printf("cuBLASLt offered no GELU_AUX_BIAS algorithm here: GELU layers run unfused\n");
+    EXPECT_FALSE(cuda->fuses_gelu_tanh());
+    return;
+  }
   EXPECT_GT(probe.err_erf, 1e-4) << "the epilogue looks like the erf form: fuse gelu_erf instead";
   EXPECT_EQ(cuda->fuses_gelu_tanh(), probe.err_tanh < 2e-5);
 }

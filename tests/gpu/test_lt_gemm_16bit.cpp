@@ -215,6 +215,28 @@ TEST_P(LtGemm16, AGemmCuBlasLtHasNoAlgorithmForFailsNamingIt) {
                {"cuBLASLt has no algorithm for gemm m=37 n=2 k=64 batch=1 trans_a=0 trans_b=1 epilogue=0 beta=1"});
 }
 
+// cuBLASLt refusing its heuristic's first algorithm at run time (NOT_SUPPORTED from cublasLtMatmul):
+// LtGemm runs the next one it offered, with the same result (the emulation arranges the refusal).
+TEST_P(LtGemm16, AnAlgorithmRefusedAtRunTimeFallsThroughToTheNext) {
+#ifndef BERT_KERNEL_EMULATION
+  GTEST_SKIP() << "only the emulated cuBLASLt can be made to refuse an algorithm at run time";
+#endif
+  const auto in = rounded(randn(M * K, 10, 0.5f)), W = rounded(randn(N * K, 11, 0.2f));
+  const Act in16 = upload16(in);
+  float* W32 = upload32(W);
+  float* b32 = upload32(rounded(randn(N, 12, 0.5f)));
+  auto run_on = [&](LtGemm& lt) {
+    const GemmArgs g = linear(in16, W32, upload16(std::vector<float>(M * N, 7.0f)), N, b32);
+    lt.run(g);
+    lt.run(g);  // the algorithm that ran is tried first now
+    return download16(g.C, M * N);
+  };
+  const std::vector<float> first = run_on(*gemm);
+  const Refusal refusal("first_algorithm", nullptr);
+  LtGemm refused(GetParam(), *memory, stream);
+  EXPECT_EQ(run_on(refused), first);
+}
+
 // dW [N, K] += dpre [M, N]^T · in [M, K] with both operands 16-bit: fp32 accumulation into fp32.
 TEST_P(LtGemm16, WeightGradientAccumulatesIntoFp32) {
   const auto dpre = rounded(randn(M * N, 4, 0.5f)), in = rounded(randn(M * K, 5, 0.5f));

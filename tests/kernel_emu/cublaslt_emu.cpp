@@ -9,7 +9,13 @@
 // matrix touched must lie inside one cudaMalloc allocation, which catches wrong ld/stride/shape.
 // Each call adds the bytes its layouts describe to the emulator's traffic counters. The product
 // is stream work (cuda_emu::enqueue), so a capturing stream records it for graph launches.
-// BERT_EMU_LT_REFUSE in the environment makes the heuristic refuse the BIAS epilogue or every GEMM.
+// The heuristic offers up to 3 algorithms, each valid for the minimum alignments the preference
+// declared (MIN_ALIGNMENT_{A,B,C,D}_BYTES; 256 when not set): cublasLtMatmul refuses
+// (NOT_SUPPORTED) an algorithm given a pointer less aligned than that, as cuBLASLt's kernels may
+// not run on one. BERT_EMU_LT_REFUSE in the environment makes cuBLASLt refuse more:
+// bias_epilogue (no algorithm with the BIAS epilogue), all (none for any GEMM), first_algorithm
+// (the heuristic's first choice refused by cublasLtMatmul at run time, for every GEMM), or
+// random_epilogues:SEED (each epilogue GEMM's heuristic query refused with probability 1/2).
 #include <cublasLt.h>
 
 #include <Eigen/Dense>
@@ -18,6 +24,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <string>
 
 #include "core/half.h"
 #include "cuda_runtime_emu.h"
@@ -40,6 +48,20 @@ struct Desc {
   void* aux = nullptr;
   int64_t aux_ld = 0;
 };
+
+// The minimum alignments a preference declares (A, B, C, D), which the algorithms the heuristic
+// offers for it assume; an algorithm carries them in its opaque data (after its rank).
+struct Preference {
+  uint32_t align[4] = {256, 256, 256, 256};
+};
+
+// BERT_EMU_LT_REFUSE, read at each call (tests set it around one backend).
+std::string refusal() {
+  const char* env = std::getenv("BERT_EMU_LT_REFUSE");
+  return env ? env : "";
+}
+
+bool aligned(const void* p, uint64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 template <typename T>
 cublasStatus_t set(T& field, const void* buf, size_t bytes) {
@@ -173,24 +195,24 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new int(0));
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  delete reinterpret_cast<int*>(pref);
+  delete reinterpret_cast<Preference*>(pref);
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, size_t bytes) {
+  Preference& p = *reinterpret_cast<Preference*>(pref);
   switch (attr) {
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
       return buf != nullptr && bytes == 8 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
-      return buf != nullptr && bytes == 4 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return set(p.align[0], buf, bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return set(p.align[1], buf, bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return set(p.align[2], buf, bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return set(p.align[3], buf, bytes);
     default: return CUBLAS_STATUS_INVALID_VALUE;
   }
 }
@@ -198,7 +220,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                               cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-                                              cublasLtMatmulPreference_t, int requested,
+                                              cublasLtMatmulPreference_t pref, int requested,
                                               cublasLtMatmulHeuristicResult_t results[],
                                               int* count) {
   *count = 0;
@@ -209,16 +231,22 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (!shapes_agree(dd, *reinterpret_cast<Layout*>(a), *reinterpret_cast<Layout*>(b), lc) ||
       std::memcmp(&lc, &ld, sizeof(Layout)) != 0)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  // BERT_EMU_LT_REFUSE=bias_epilogue: no algorithm with the bias epilogue, as a cuBLASLt without
-  // one for a shape answers; =all: none for any GEMM (tests of LtGemm's fallback and its error).
-  if (const char* refuse = std::getenv("BERT_EMU_LT_REFUSE")) {
-    if (std::strcmp(refuse, "all") == 0 ||
-        (std::strcmp(refuse, "bias_epilogue") == 0 && dd.epilogue == CUBLASLT_EPILOGUE_BIAS))
-      return CUBLAS_STATUS_NOT_SUPPORTED;
+  // Refusals a real cuBLASLt may answer for some shape (tests of LtGemm's fallbacks and errors).
+  const std::string refuse = refusal();
+  if (refuse == "all" || (refuse == "bias_epilogue" && dd.epilogue == CUBLASLT_EPILOGUE_BIAS))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (refuse.rfind("random_epilogues:", 0) == 0 && dd.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    static std::mt19937_64 random(std::stoull(refuse.substr(refuse.find(':') + 1)));
+    if (random() % 2 == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  results[0] = cublasLtMatmulHeuristicResult_t{};
-  results[0].state = CUBLAS_STATUS_SUCCESS;
-  *count = 1;
+  const Preference& p = *reinterpret_cast<Preference*>(pref);
+  for (int i = 0; i < requested && i < 3; ++i) {
+    results[i] = cublasLtMatmulHeuristicResult_t{};
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+    results[i].algo.data[0] = static_cast<uint64_t>(i);  // its rank, then the alignments it assumes
+    for (int j = 0; j < 4; ++j) results[i].algo.data[1 + j] = p.align[j];
+    *count = i + 1;
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -235,6 +263,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const Layout& ldd = *reinterpret_cast<Layout*>(d_desc);
   if (algo == nullptr || !shapes_agree(d, la, lb, lc) || std::memcmp(&lc, &ldd, sizeof(Layout)))
     return CUBLAS_STATUS_INVALID_VALUE;
+  // The algorithm runs only on pointers as aligned as the preference it was chosen for declared.
+  const uint64_t* assumed = algo->data + 1;
+  if (!aligned(A, assumed[0]) || !aligned(B, assumed[1]) || !aligned(C, assumed[2]) || !aligned(D, assumed[3]))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (refusal() == "first_algorithm" && algo->data[0] == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!cuda_emu::launch_allowed(stream)) return CUBLAS_STATUS_EXECUTION_FAILED;  // another device's stream
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   if (!inside(A, la) || !inside(B, lb) || !inside(D, ldd) || (be != 0.0f && !inside(C, lc)))

@@ -2,7 +2,7 @@
 // that cannot complete, shuffles from exited lanes, shared memory a block did not write (NaN, and
 // reported by the race check), shared-memory races within a block, device-memory races between
 // the blocks of a launch, and results that depend on the order of blocks or threads (changed by
-// the seeded random schedule). Built twice: with the access hooks (emulation_checks: the race
+// the seeded random schedule), and the emulated cuBLASLt refusing a misaligned pointer. Built twice: with the access hooks (emulation_checks: the race
 // checks), and under AddressSanitizer + UBSan (emulation_checks_sanitized: a kernel reading past
 // its allocation, a misaligned vector load).
 #include <gtest/gtest.h>
@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <cublasLt.h>
 
 #include "cuda_emu.h"
 #include "racecheck.h"
@@ -199,6 +201,42 @@ TEST(CudaEmulation, RacecheckReportsBlocksSharingDeviceMemory) {
 }
 
 #endif
+
+// The emulated cuBLASLt's contract: an algorithm its heuristic chose for pointers aligned to 16 bytes
+// refuses (NOT_SUPPORTED) an A 4 bytes off that, and runs on aligned ones.
+TEST(EmulatedCublasLt, AnAlgorithmRefusesPointersLessAlignedThanItsPreferenceDeclared) {
+  constexpr int n = 8;
+  DeviceFloats a(n * n + 1, 1.0f), b(n * n, 1.0f), c(n * n, 0.0f);
+  cublasLtHandle_t handle;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t layout;
+  cublasLtMatmulPreference_t pref;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, n, n, n), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  const uint32_t sixteen = 16;
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    ASSERT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, attr, &sixteen, sizeof sixteen), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(handle, desc, layout, layout, layout, layout, pref, 1, &result, &found),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(found, 1);
+  const float one = 1.0f, zero = 0.0f;
+  auto run = [&](const float* A) {
+    return cublasLtMatmul(handle, desc, &one, A, layout, b.data, layout, &zero, c.data, layout, c.data, layout,
+                          &result.algo, nullptr, 0, nullptr);
+  };
+  EXPECT_EQ(run(a.data + 1), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(run(a.data), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(c.values()[0], static_cast<float>(n));
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(layout);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(handle);
+}
 
 // A result that depends on the order of blocks (each block adds one to the previous block's output)
 // or of threads between barriers (each reads a neighbour's shared value without __syncthreads)

@@ -131,7 +131,7 @@ LtGemm::Key LtGemm::key_of(const GemmArgs& g, const Plan& plan) const {
              align);
 }
 
-const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan) {
+LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan) {
   const Key key = key_of(g, plan);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
@@ -152,14 +152,14 @@ const LtGemm::CachedAlgo& LtGemm::algorithm(const GemmArgs& g, const Plan& plan)
         pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &plan.align_c, sizeof(uint32_t)));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &plan.align_c, sizeof(uint32_t)));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kHeuristicResults] = {};
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
-    if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-      entry.found = true;
-      entry.algo = result.algo;
-    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kHeuristicResults, results, &found);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      for (int i = 0; i < found && i < kHeuristicResults; ++i)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) entry.algos.push_back(results[i].algo);
+    } else if (st != CUBLAS_STATUS_NOT_SUPPORTED) {
       CUBLAS_CHECK(st);
     }
   } catch (...) {
@@ -266,7 +266,7 @@ bool LtGemm::supported(const GemmArgs& g) {
   const auto [a_lt, b_lt] = lt_operands(g, false);
   Plan plan;
   build_plan(g, a_lt, b_lt, epilogue_bias(g, false), plan);
-  return algorithm(g, plan).found;
+  return algorithm(g, plan).found();
 }
 
 void LtGemm::run(const GemmArgs& g) {
@@ -286,8 +286,8 @@ void LtGemm::run(const GemmArgs& g) {
   const void* bias_lt = epilogue_bias(g, true);
   Plan plan;
   build_plan(g, a_lt, b_lt, bias_lt, plan);
-  const CachedAlgo& algo = algorithm(g, plan);
-  if (!algo.found && g.epilogue == GemmEpilogue::bias && g.beta == 0.0f && g.batch == 1) {
+  CachedAlgo& algo = algorithm(g, plan);
+  if (!algo.found() && g.epilogue == GemmEpilogue::bias && g.beta == 0.0f && g.batch == 1) {
     run_bias_as_c(g, a_lt, b_lt, bias_lt);
     return;
   }
@@ -310,23 +310,32 @@ void LtGemm::run_bias_as_c(const GemmArgs& g, const void* a_lt, const void* b_lt
   h.beta = 1.0f;
   Plan plan;
   build_plan(h, a_lt, b_lt, nullptr, plan);
-  const CachedAlgo& algo = algorithm(h, plan);
+  CachedAlgo& algo = algorithm(h, plan);
   require(algo, h);
   kernels::broadcast_row(g.C, ConstAct(bias_lt, g.C.type), g.m, static_cast<int>(g.n), g.ldc, stream_);
   matmul(h, plan, algo);
 }
 
 void LtGemm::require(const CachedAlgo& algo, const GemmArgs& g) const {
-  BERT_CHECK(algo.found, Code::backend, "cuBLASLt has no algorithm for gemm m=", g.m, " n=", g.n,
+  BERT_CHECK(algo.found(), Code::backend, "cuBLASLt has no algorithm for gemm m=", g.m, " n=", g.n,
              " k=", g.k, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
              " epilogue=", static_cast<int>(g.epilogue), " beta=", g.beta, " precision=",
              static_cast<int>(precision_));
 }
 
-void LtGemm::matmul(const GemmArgs& g, const Plan& plan, const CachedAlgo& algo) {
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, plan.a_ptr, plan.a, plan.b_ptr, plan.b,
-                              &g.beta, g.C.data, plan.c, g.C.data, plan.c, &algo.algo, workspace_,
-                              kWorkspaceBytes, stream_));
+void LtGemm::matmul(const GemmArgs& g, const Plan& plan, CachedAlgo& algo) {
+  for (size_t i = 0; i < algo.algos.size(); ++i) {
+    const cublasStatus_t st =
+        cublasLtMatmul(handle_, plan.desc, &g.alpha, plan.a_ptr, plan.a, plan.b_ptr, plan.b, &g.beta, g.C.data,
+                       plan.c, g.C.data, plan.c, &algo.algos[i], workspace_, kWorkspaceBytes, stream_);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) continue;  // refused at run time: the heuristic's next one
+    CUBLAS_CHECK(st);
+    if (i > 0) std::rotate(algo.algos.begin(), algo.algos.begin() + static_cast<std::ptrdiff_t>(i),
+                           algo.algos.end());
+    return;
+  }
+  fail(Code::backend, "cuBLASLt refused at run time all ", algo.algos.size(), " algorithms its heuristic offered for gemm m=",
+       g.m, " n=", g.n, " k=", g.k, " batch=", g.batch, " epilogue=", static_cast<int>(g.epilogue));
 }
 
 }  // namespace bert

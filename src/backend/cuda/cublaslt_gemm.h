@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <tuple>
+#include <vector>
 #include <utility>
 
 #include "backend/cuda/cuda_backend.h"
@@ -82,9 +83,13 @@ class LtGemm {
   struct Plan;
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int, int, int>;
+  // The algorithms cuBLASLt's heuristic offered for a GEMM, best first (none: no algorithm). A
+  // call tries them in order while cuBLASLt refuses one at run time (NOT_SUPPORTED), and moves
+  // the one that ran to the front.
+  static constexpr int kHeuristicResults = 4;
   struct CachedAlgo {
-    bool found = false;
-    cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> algos;
+    bool found() const { return !algos.empty(); }
   };
 
   bool low_precision() const;
@@ -102,10 +107,12 @@ class LtGemm {
   // bias_lt the epilogue's bias.
   void build_plan(const GemmArgs& args, const void* a_lt, const void* b_lt, const void* bias_lt, Plan& plan) const;
   Key key_of(const GemmArgs& args, const Plan& plan) const;
-  const CachedAlgo& algorithm(const GemmArgs& args, const Plan& plan);
+  CachedAlgo& algorithm(const GemmArgs& args, const Plan& plan);
   // Error(backend) naming the GEMM when cuBLASLt offered no algorithm.
   void require(const CachedAlgo& algo, const GemmArgs& args) const;
-  void matmul(const GemmArgs& args, const Plan& plan, const CachedAlgo& algo);
+  // Runs the GEMM with the first algorithm cuBLASLt accepts at run time; Error(backend) naming the
+  // GEMM when it refuses them all.
+  void matmul(const GemmArgs& args, const Plan& plan, CachedAlgo& algo);
   // The bias epilogue refused: the bias broadcast into C, then beta = 1.
   void run_bias_as_c(const GemmArgs& args, const void* a_lt, const void* b_lt, const void* bias_lt);
 
