@@ -123,6 +123,8 @@ void Ops::embedding_bwd(float* dword, float* dpos, float* dtype, ConstAct dout, 
 void Ops::linear_fwd(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M, int K,
                      int N, Activation act) {
   check_linear_shape("linear_fwd", M, K, N);
+  BERT_CHECK(act == Activation::none || pre_act.data != nullptr, Code::invalid_argument,
+             "linear_fwd: an activation needs a pre_act buffer");
   check_types("linear_fwd", activation_type(), {{"out", out}, {"pre_act", pre_act}, {"in", in}});
   observed(act == Activation::none ? "linear_fwd" : "linear_fwd+activation", [&] { linear_fwd_impl(out, pre_act, in, W, b, M, K, N, act); });
 }
@@ -146,6 +148,7 @@ void Ops::activation_fwd(Act out, ConstAct pre, int64_t n, Activation act) {
 void Ops::layernorm_fwd(Act out, float* mean, float* rstd, ConstAct in, const float* gamma, const float* beta,
                         int64_t M, int N, float eps) {
   check_rows_shape("layernorm_fwd", M, N);
+  BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
   check_types("layernorm_fwd", activation_type(), {{"out", out}, {"in", in}});
   observed("layernorm_fwd", [&] { layernorm_fwd_impl(out, mean, rstd, in, gamma, beta, M, N, eps); });
 }

@@ -43,6 +43,10 @@ TEST(OpChecks, MessagesNameTheOpAndTheValue) {
   expect_rejected([&] { ops->attention_bwd(f, f, f, f, f, layout, 0, 4, DropoutSite{}); }, "attention_bwd: bad heads=0");
   expect_rejected([&] { ops->attention_fwd(f, f, f, f, layout, 1, 4, certain); },
                   "attention_fwd: dropout probability 1");
+  expect_rejected([&] { ops->layernorm_fwd(f, f, f, f, f, f, 2, 4, -1.0f); }, "layernorm_fwd: eps -1 is negative");
+  expect_rejected([&] { ops->linear_fwd(f, Act(), f, f, f, 2, 4, 4, Activation::gelu_erf); },
+                  "linear_fwd: an activation needs a pre_act buffer");
+  expect_rejected([&] { ops->apply_update(f, f, {{0, 4, 0.0f}}, {1.0f, 2.0f}); }, "apply_update: 2 scales for 1 segments");
   expect_rejected([&] { ops->residual_layernorm_fwd(f, f, f, f, f, f, f, f, 2, 4, -1.0f, DropoutSite{}); },
                   "residual_layernorm_fwd: eps -1 is negative");
   expect_rejected([&] { ops->residual_layernorm_fwd(f, f, f, f, f, f, f, f, 2, 4, 1e-5f, certain); },

@@ -165,8 +165,6 @@ void CpuOps::residual_layernorm_bwd_f32(float* d_in, float* d_residual, float* d
 
 void CpuOps::layernorm_fwd_f32(float* out, float* mean, float* rstd, const float* in,
                                 const float* gamma, const float* beta, int64_t M, int N, float eps) {
-  BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_fwd: bad shape M=", M, " N=", N);
-  BERT_CHECK(eps >= 0.0f, Code::invalid_argument, "layernorm_fwd: eps ", eps, " is negative");
 #pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
   for (int64_t i = 0; i < M; ++i) layernorm_row_fwd(out + i * N, mean + i, rstd + i, in + i * N, gamma, beta, N, eps);
 }
@@ -174,7 +172,6 @@ void CpuOps::layernorm_fwd_f32(float* out, float* mean, float* rstd, const float
 void CpuOps::layernorm_bwd_f32(float* din, float* dgamma, float* dbeta, const float* dout,
                                 const float* in, const float* mean, const float* rstd,
                                 const float* gamma, int64_t M, int N) {
-  BERT_CHECK(M >= 0 && N > 0, Code::invalid_argument, "layernorm_bwd: bad shape M=", M, " N=", N);
 #pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
   for (int64_t i = 0; i < M; ++i) layernorm_row_bwd(din + i * N, dout + i * N, in + i * N, mean[i], rstd[i], gamma, N);
   const int blocks = (N + kColumnBlock - 1) / kColumnBlock;

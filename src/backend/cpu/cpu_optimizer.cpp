@@ -101,8 +101,6 @@ void CpuOps::adam_direction_impl(float* update, float* m, float* v, const float*
 
 void CpuOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
                                const std::vector<float>& host_scale) {
-  BERT_CHECK(host_scale.size() == segs.size(), Code::invalid_argument, "apply_update: ",
-             host_scale.size(), " scales for ", segs.size(), " segments");
 #pragma omp parallel num_threads(threads_)
   for (size_t s = 0; s < segs.size(); ++s) {
     const float a = host_scale[s];
