@@ -19,6 +19,8 @@ it prints numbers and asserts none; it exits non-zero only when a part could not
      onnxruntime.transformers.optimizer, model_type bert), the same threads, in one process,
      timed in alternation: batch 1, 8 and 32 at sequence 128 and 384. Batch 1 is timed call by
      call (--latency-calls, interleaved): p50 and p99 latency. Largest logit difference to ORT.
+With --native-build DIR (a build of the same commit with -Dnative=true) the training runs also
+time that build's engine in the same rounds, and print it next to the default build's.
 Every case runs on 1 thread and on all cores (--threads). Engine and peers alternate round by
 round, each timing is a median. --short runs bert-tiny, one round, few calls: CI's check that the
 program still works (tests/unit/test_bench_cpu.py, meson suite 'bench').
@@ -28,7 +30,7 @@ The peers live in virtual environments of their own (samples/install_deps.sh --b
 PyTorch) and --ort-python (ONNX Runtime; default ~/.cache/bertengine/ort-venv). The ONNX export
 uses Debian's Python with transformers (samples/install_deps.sh --tests).
 
-usage: /usr/bin/python3 tests/bench/bench_cpu.py --build build [--short] [--threads 1,2]
+usage: /usr/bin/python3 tests/bench/bench_cpu.py --build build [--native-build DIR] [--short] [--threads 1,2]
          [--training base,large] [--batches 1,8,32] [--seqs 128,384] [--rounds 2]
          [--latency-calls 200] [--work DIR] [--json FILE]
 """
@@ -47,6 +49,7 @@ import bench_vs_torch  # noqa: E402  (the training peer, FLOP counts, presets)
 
 CACHE = os.path.expanduser("~/.cache/bertengine")
 FAILURES = []  # parts that could not run: reported, the others still measured, exit status 1
+NATIVE = " -Dnative"  # the label suffix of the --native-build runs
 TRAINING_CASES = {"tiny": ("bert-tiny", 8, 128), "base": ("bert-base", 8, 128), "large": ("bert-large", 4, 128),
                   "real": ("bert-small", 8, 512)}
 
@@ -186,7 +189,7 @@ def machine_section(args, torch_python):
 def training_section(args, torch_python, torch_version, sgemm, bf16):
     rows = []
     print(f"\nTraining (synthetic padded batches; peer: PyTorch {torch_version}, HF definition, DLE LAMB)")
-    print(f"  {'case':<35} {'thr':>3} {'run':<18} {'seq/s':>8} {'GFLOP/s':>8} {'of SGEMM':>9} {'vs peer':>8} "
+    print(f"  {'case':<35} {'thr':>3} {'run':<26} {'seq/s':>8} {'GFLOP/s':>8} {'of SGEMM':>9} {'vs peer':>8} "
           f"{'vs fp32':>8} {'RSS MiB':>8}")
     for name in args.training:
         model, batch, seq = TRAINING_CASES[name]
@@ -196,6 +199,9 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
             shards = args.shards if name == "real" else ""
             engine = bench_vs_torch.engine_cmd(args.build, case, threads, args.steps, shards, True)
             runs = {"bertengine fp32": engine} | ({"bertengine bf16": engine + ["--precision", "bf16"]} if bf16 else {})
+            if args.native_build:
+                native = bench_vs_torch.engine_cmd(args.native_build, case, threads, args.steps, shards, True)
+                runs |= {label + NATIVE: native + cmd[len(engine):] for label, cmd in list(runs.items())}
             results = {label: [] for label in list(runs) + ["PyTorch fp32"]}
             env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
             peer = bench_vs_torch.peer_cmd(case, threads, args.steps, shards, python=torch_python)
@@ -218,12 +224,14 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
                        "share_of_sgemm": gflops / sgemm[threads]["best"] if gflops else None,
                        "vs_peer": rate[label] / rate["PyTorch fp32"],
                        "vs_fp32": rate[label] / rate["bertengine fp32"] if label.startswith("bertengine") else None,
+                       "vs_default_build": rate[label] / rate[label[:-len(NATIVE)]] if label.endswith(NATIVE) else None,
                        "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in rs)}
                 rows.append(row)
                 shown = f"{gflops:8.1f} {row['share_of_sgemm']:9.0%}" if gflops else f"{'':8} {'':9}"
                 vs_fp32 = f"{row['vs_fp32']:7.2f}x" if row["vs_fp32"] else ""
-                print(f"  {row['case']:<35} {threads:>3} {label:<18} {rate[label]:8.2f} {shown} "
-                      f"{row['vs_peer']:7.2f}x {vs_fp32:>8} {row['peak_rss_mib']:8.0f}")
+                native = f"  ({row['vs_default_build']:.3f}x the default build)" if row["vs_default_build"] else ""
+                print(f"  {row['case']:<35} {threads:>3} {label:<26} {rate[label]:8.2f} {shown} "
+                      f"{row['vs_peer']:7.2f}x {vs_fp32:>8} {row['peak_rss_mib']:8.0f}{native}")
     return rows
 
 
@@ -318,6 +326,7 @@ def main():
     ap.add_argument("--ort-python", default="")
     ap.add_argument("--work", default=os.path.join(CACHE, "bench_cpu"), help="cached models and ONNX graphs")
     ap.add_argument("--json", default="", help="also write every row here")
+    ap.add_argument("--native-build", default="", help="a -Dnative=true build: its training runs beside the default's")
     args = ap.parse_args()
     args.threads = sorted({int(t) for t in args.threads.split(",")})
     args.batches = [int(b) for b in args.batches.split(",")]
