@@ -528,6 +528,12 @@ TEST_F(CudaVsCpu, SoftmaxCrossEntropyWithPaddingAndIgnoredRows) {
   expect_error([&] { gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f); },
                Code::invalid_argument,
                {"train.debug_sync: the backend failed in softmax_xent: softmax_xent: label 50 of row 5 is not below"});
+  // Work queued before the observer came is waited for first, and not blamed on the observed call.
+  gpu->remove_observer(&check);
+  gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f);
+  gpu->add_observer(&check);
+  expect_error([&] { gpu->scale(losses.g, 1.0f, M); }, Code::invalid_argument,
+               {"train.debug_sync: the backend failed before scale: softmax_xent: label 50 of row 5"});
   gpu->remove_observer(&check);
   EXPECT_NO_THROW(gpu->synchronize()) << "the report was cleared";
 }

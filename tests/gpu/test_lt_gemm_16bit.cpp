@@ -216,7 +216,8 @@ TEST_P(LtGemm16, AGemmCuBlasLtHasNoAlgorithmForFailsNamingIt) {
 }
 
 // cuBLASLt refusing its heuristic's first algorithm at run time (NOT_SUPPORTED from cublasLtMatmul):
-// LtGemm runs the next one it offered, with the same result (the emulation arranges the refusal).
+// LtGemm runs the next one it offered, with the same result; refusing them all fails naming the
+// GEMM (the emulation arranges the refusals).
 TEST_P(LtGemm16, AnAlgorithmRefusedAtRunTimeFallsThroughToTheNext) {
 #ifndef BERT_KERNEL_EMULATION
   GTEST_SKIP() << "only the emulated cuBLASLt can be made to refuse an algorithm at run time";
@@ -232,9 +233,17 @@ TEST_P(LtGemm16, AnAlgorithmRefusedAtRunTimeFallsThroughToTheNext) {
     return download16(g.C, M * N);
   };
   const std::vector<float> first = run_on(*gemm);
-  const Refusal refusal("first_algorithm", nullptr);
+  {
+    const Refusal refusal("first_algorithm", nullptr);
+    LtGemm refused(GetParam(), *memory, stream);
+    EXPECT_EQ(run_on(refused), first);
+  }
+  // Every algorithm refused at run time: Error(backend) naming the GEMM.
+  const Refusal refusal("every_algorithm", nullptr);
   LtGemm refused(GetParam(), *memory, stream);
-  EXPECT_EQ(run_on(refused), first);
+  expect_error([&] { run_on(refused); }, Code::backend,
+               {"cuBLASLt refused at run time all 3 algorithms its heuristic offered for gemm m=" + std::to_string(M) +
+                " n=" + std::to_string(N) + " k=" + std::to_string(K) + " batch=1 epilogue=1"});
 }
 
 // dW [N, K] += dpre [M, N]^T · in [M, K] with both operands 16-bit: fp32 accumulation into fp32.

@@ -14,7 +14,8 @@
 // (NOT_SUPPORTED) an algorithm given a pointer less aligned than that, as cuBLASLt's kernels may
 // not run on one. BERT_EMU_LT_REFUSE in the environment makes cuBLASLt refuse more:
 // bias_epilogue (no algorithm with the BIAS epilogue), all (none for any GEMM), first_algorithm
-// (the heuristic's first choice refused by cublasLtMatmul at run time, for every GEMM), or
+// (the heuristic's first choice refused by cublasLtMatmul at run time, for every GEMM),
+// every_algorithm (each one the heuristic offers refused at run time), or
 // random_epilogues:SEED (each epilogue GEMM's heuristic query refused with probability 1/2).
 #include <cublasLt.h>
 
@@ -267,7 +268,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const uint64_t* assumed = algo->data + 1;
   if (!aligned(A, assumed[0]) || !aligned(B, assumed[1]) || !aligned(C, assumed[2]) || !aligned(D, assumed[3]))
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (refusal() == "first_algorithm" && algo->data[0] == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::string refuse = refusal();
+  if ((refuse == "first_algorithm" && algo->data[0] == 0) || refuse == "every_algorithm")
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!cuda_emu::launch_allowed(stream)) return CUBLAS_STATUS_EXECUTION_FAILED;  // another device's stream
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   if (!inside(A, la) || !inside(B, lb) || !inside(D, ldd) || (be != 0.0f && !inside(C, lc)))

@@ -2,7 +2,8 @@
 timing): every part runs, each row it prints is a positive measurement, the engine and its peers
 ran the same model (fp32 logits equal ONNX Runtime's within 1e-5, bf16 within 1e-2 where the CPU
 has bf16), batch 1 is timed call by call (p50 <= p99), and the machine section names a reference
-SGEMM; case 'real' without --shards is refused by name. Skips (77) without transformers in /usr/bin/python3 (the ONNX export needs it).
+SGEMM; --native-build adds the second build's training rows with their ratio to the default's
+(the same build directory stands in for it here); case 'real' without --shards is refused by name. Skips (77) without transformers in /usr/bin/python3 (the ONNX export needs it).
 
 usage: test_bench_cpu.py BUILD_DIR"""
 import json
@@ -25,8 +26,8 @@ def main():
     assert refused.returncode == 1 and "bench_cpu: case 'real' needs --shards DIR" in refused.stderr, refused
     with tempfile.TemporaryDirectory() as work:
         out = os.path.join(work, "rows.json")
-        run = subprocess.run(["/usr/bin/python3", BENCH, "--build", build, "--short", "--threads", "1",
-                              "--work", work, "--json", out], capture_output=True, text=True)
+        run = subprocess.run(["/usr/bin/python3", BENCH, "--build", build, "--native-build", build, "--short",
+                              "--threads", "1", "--work", work, "--json", out], capture_output=True, text=True)
         print(run.stdout)
         assert run.returncode == 0, run.stderr[-3000:]
         summary = json.load(open(out))
@@ -34,10 +35,12 @@ def main():
     assert sgemm["best"] == max(sgemm["onednn"], sgemm["openblas"]) > 0, sgemm
     bf16 = sgemm["bf16"] > 0
     training = [r for r in summary["rows"] if r["section"] == "training"]
-    expected = {"bertengine fp32", "PyTorch fp32"} | ({"bertengine bf16"} if bf16 else set())
+    engine_runs = {"bertengine fp32"} | ({"bertengine bf16"} if bf16 else set())
+    expected = engine_runs | {run + " -Dnative" for run in engine_runs} | {"PyTorch fp32"}
     assert {r["run"] for r in training} == expected, training
     for r in training:
         assert r["sequences_per_second"] > 0 and r["model_gflops"] > 0 and r["peak_rss_mib"] > 0, r
+        assert (r["vs_default_build"] is not None and r["vs_default_build"] > 0) == r["run"].endswith(" -Dnative"), r
     inference = [r for r in summary["rows"] if r["section"] == "inference"]
     engines = {r["engine"] for r in inference}
     assert {"bertengine fp32"} | ({"bertengine bf16"} if bf16 else set()) <= engines, engines
