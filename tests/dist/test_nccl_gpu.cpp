@@ -1,8 +1,10 @@
 // The NCCL path on the GPUs present (exit 77 — meson's "skipped" — without one). One process:
 // a 1-rank communicator, still through NCCL (init, broadcast of the initial weights, gradient
 // all-reduce, host all-reduce), must train exactly like the local communicator, also with small
-// buckets started during backward (also recorded in CUDA graphs), and within the rounding bounds
-// with a bf16/fp16 wire; under mpirun with one GPU per rank the same program checks W ranks against one process.
+// buckets started during backward (also recorded in CUDA graphs), with the optimizer sharded, and
+// within the rounding bounds with a bf16/fp16 wire; under mpirun with one GPU per rank the same
+// program checks W ranks against one process. Also built over the emulated GPU and NCCL
+// (tests/kernel_emu: emulated_nccl*).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -104,6 +106,12 @@ TEST(NcclGpu, CudaGraphsHoldingTheBucketsMatchOneLocalProcess) {
 TEST(NcclGpu, CudaGraphsHoldingBf16WireBucketsMatchWithinBf16Rounding) {
   expect_matches_local(R"(, "bucket_mb": 0.001, "wire_precision": "bf16")",
                        R"(, "cuda_graphs": true, "accumulation_steps": 2)", 2e-3, 2e-3, 1);
+}
+
+// The distributed optimizer: each rank updates its range of the parameters (ranges of unequal
+// size when the world does not divide them: NCCL reduces and broadcasts per rank's range).
+TEST(NcclGpu, ShardedOptimizerMatchesOneLocalProcess) {
+  expect_matches_local(R"(, "shard_optimizer": true)", "", 0.0, 1e-4);
 }
 
 // Wire rounding bounds as in tests/dist/test_dist_training.cpp (bf16 2e-3, fp16 with loss scaling 2e-4).

@@ -1,13 +1,16 @@
 // The CUDA runtime calls the CUDA backend (src/backend/cuda) makes, on the host, for running it
 // in the kernel emulation: one device (BERT_EMU_DEVICES sets more; each reported as compute
 // capability 9.0, each thread with its own current one, a kernel launch failing on another
-// device's stream), host memory as device memory, streams that run everything at once in order. Allocations are tracked so the
-// cuBLASLt emulation can check that each matrix it touches lies inside one of them, and so the
-// traffic counters can tell device bytes from others. Stream capture: while a stream captures,
-// its work (kernels, GEMMs, async copies and memsets, arguments bound by value) is recorded
-// instead of run, and cudaGraphLaunch runs the recorded work in order; as on a GPU, waiting for
-// the capturing stream, allocating or freeing during a global- or thread-local-mode capture fails
-// and invalidates the capture.
+// device's stream), host memory as device memory, streams that run everything at once in order
+// (BERT_EMU_DEFER_STREAMS=1: streams that run their work only once something orders it, see
+// StreamState), events between streams. Allocations are tracked so the cuBLASLt emulation can
+// check that each matrix it touches lies inside one of them, and so the traffic counters can
+// tell device bytes from others. Stream capture: while a stream captures, its work (kernels,
+// GEMMs, async copies and memsets, arguments bound by value) and that of the streams forked from
+// it by events is recorded instead of run, and cudaGraphLaunch runs the recorded work in order;
+// as on a GPU, waiting for a capturing stream, allocating or freeing during a global- or
+// thread-local-mode capture, ending a capture with a forked stream not joined back, or a wait
+// across the capture's boundary fails and invalidates the capture.
 #include "cuda_runtime_emu.h"
 
 #include "racecheck.h"
@@ -21,6 +24,7 @@
 #include <functional>
 #include <utility>
 #include <iterator>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -72,14 +76,73 @@ bool is_pinned(const void* first, size_t bytes) {
   return lo >= it->first && lo + bytes <= it->first + it->second;
 }
 
-// The capture in progress (one stream at a time), if any.
+// The capture in progress (one at a time), if any: begun on `stream`, joined by the streams
+// that waited on an event recorded in it (`forked`: whether each has captured work that the
+// origin stream has not waited for since; ending the capture then fails, as CUDA's does).
 struct Capture {
   bool active = false, invalidated = false;
   cudaStream_t stream = nullptr;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  uint64_t serial = 0;  // which capture of the program (events recorded in it name it)
   std::vector<std::function<void()>> work;
+  std::map<cudaStream_t, bool> forked;
+  std::map<cudaStream_t, uint64_t> recorded;  // work items each stream has recorded
 };
 Capture g_capture;
+bool capturing(cudaStream_t stream) {
+  return g_capture.active && (stream == g_capture.stream || g_capture.forked.count(stream) != 0);
+}
+
+// Streams made by cudaStreamCreate*: their device, whether the legacy default stream orders
+// them (created without cudaStreamNonBlocking) and, with BERT_EMU_DEFER_STREAMS=1, the work
+// waiting to run. Deferred work runs only when something orders it: a synchronisation or query
+// of its stream, a stream waiting on an event recorded after it, a copy with pageable host
+// memory on its stream (synchronous on a GPU), the legacy default stream (blocking streams
+// only), or cudaDeviceSynchronize. So a missing event wait between two streams, or a host read
+// before a synchronisation, gives wrong results here as it may on a GPU.
+struct StreamState {
+  int device = 0;
+  bool blocking = true;
+  std::deque<std::function<void()>> pending;
+  uint64_t issued = 0, done = 0;  // deferred work items queued, and run, so far
+};
+std::mutex g_streams_mutex;
+std::map<cudaStream_t, StreamState>& streams() {
+  static std::map<cudaStream_t, StreamState> all;
+  return all;
+}
+StreamState* stream_state(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(g_streams_mutex);
+  const auto it = streams().find(stream);
+  return it == streams().end() ? nullptr : &it->second;
+}
+bool defer_streams() {
+  static const bool on = [] {
+    const char* env = std::getenv("BERT_EMU_DEFER_STREAMS");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return on;
+}
+// Runs `stream`'s deferred work up to item `upto` (all of it by default), in order.
+void run_pending(cudaStream_t stream, uint64_t upto = UINT64_MAX) {
+  StreamState* s = stream_state(stream);
+  while (s != nullptr && s->done < upto && !s->pending.empty()) {
+    std::function<void()> work = std::move(s->pending.front());
+    s->pending.pop_front();
+    work();
+    ++s->done;
+  }
+}
+// Runs every stream's deferred work (`blocking_only`: the streams the legacy default stream orders).
+void run_all_pending(bool blocking_only = false) {
+  std::vector<cudaStream_t> all;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mutex);
+    for (const auto& [stream, state] : streams())
+      if (!state.pending.empty() && (state.blocking || !blocking_only)) all.push_back(stream);
+  }
+  for (cudaStream_t stream : all) run_pending(stream);
+}
 
 // Devices: how many (BERT_EMU_DEVICES, 1 to 8; default 1), each thread's current one and whether
 // its context is current (a thread starts with none; cudaSetDevice, or the first launch or stream
@@ -108,11 +171,6 @@ CUresult set_current_context(CUcontext context) {
 }
 thread_local cudaError_t t_launch_error = cudaSuccess;
 cudaError_t g_sticky_error = cudaSuccess;  // set_sticky_error: the device is unusable
-std::mutex g_stream_devices_mutex;
-std::map<cudaStream_t, int>& stream_devices() {
-  static std::map<cudaStream_t, int> devices;
-  return devices;
-}
 
 // A call the runtime refuses while a global- or thread-local-mode capture is in progress (it
 // would wait for or change device state outside the graph; this runtime has one thread, the
@@ -126,19 +184,27 @@ bool refused_by_capture() {
 }  // namespace
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
-  if (g_capture.active && stream == g_capture.stream) {
+  if (capturing(stream)) {
     g_capture.work.push_back(std::move(work));
-  } else {
-    work();
+    ++g_capture.recorded[stream];
+    if (stream != g_capture.stream) g_capture.forked[stream] = true;
+    return;
   }
+  if (stream == nullptr) {
+    run_all_pending(/*blocking_only=*/true);  // the legacy default stream waits for the blocking streams
+  } else if (StreamState* s = defer_streams() ? stream_state(stream) : nullptr) {
+    s->pending.push_back(std::move(work));
+    ++s->issued;
+    return;
+  }
+  work();
 }
 
 bool launch_allowed(cudaStream_t stream) {
   t_context = true;                    // the runtime binds the thread's device
   if (stream == nullptr) return true;  // the default stream: the current device's
-  std::lock_guard<std::mutex> lock(g_stream_devices_mutex);
-  const auto it = stream_devices().find(stream);
-  if (it == stream_devices().end() || it->second == t_device) return true;
+  const StreamState* s = stream_state(stream);
+  if (s == nullptr || s->device == t_device) return true;
   t_launch_error = cudaErrorInvalidResourceHandle;
   return false;
 }
@@ -211,6 +277,13 @@ struct CUgraph_st {
 struct CUgraphExec_st {
   std::vector<std::function<void()>> work;
 };
+// An event: the stream it was last recorded on and how much of that stream's work it marks
+// (deferred items issued, or items recorded into capture number `capture`; 0: none).
+struct CUevent_st {
+  cudaStream_t stream = nullptr;
+  uint64_t capture = 0;
+  uint64_t position = 0;
+};
 
 extern "C" {
 
@@ -237,45 +310,115 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-  (void)flags;
   // A distinct non-null handle per stream; nothing dereferences it.
   *stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(++cuda_emu::g_stream_count));
-  std::lock_guard<std::mutex> lock(cuda_emu::g_stream_devices_mutex);
-  cuda_emu::stream_devices()[*stream] = cuda_emu::t_device;
+  std::lock_guard<std::mutex> lock(cuda_emu::g_streams_mutex);
+  cuda_emu::StreamState& s = cuda_emu::streams()[*stream];
+  s.device = cuda_emu::t_device;
+  s.blocking = (flags & cudaStreamNonBlocking) == 0;
   cuda_emu::t_context = true;
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
-cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cuda_emu::g_sticky_error; }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  cuda_emu::run_pending(stream);  // as on a GPU, queued work still runs
+  std::lock_guard<std::mutex> lock(cuda_emu::g_streams_mutex);
+  return cuda_emu::streams().erase(stream) == 1 ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  if (cuda_emu::refused_by_capture()) return cudaErrorStreamCaptureUnsupported;
+  cuda_emu::run_all_pending();
+  return cuda_emu::g_sticky_error;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (cuda_emu::g_sticky_error != cudaSuccess) return cuda_emu::g_sticky_error;
-  if (cuda_emu::g_capture.active && (stream == cuda_emu::g_capture.stream || cuda_emu::refused_by_capture())) {
+  if (cuda_emu::capturing(stream) || cuda_emu::refused_by_capture()) {
     cuda_emu::g_capture.invalidated = true;
     return cudaErrorStreamCaptureUnsupported;
   }
+  cuda_emu::run_pending(stream);
   ++cuda_emu::traffic().stream_syncs;
   return cudaSuccess;
+}
+// A stream with deferred work reports it not ready once; the work has run by the next query.
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (cuda_emu::g_sticky_error != cudaSuccess) return cuda_emu::g_sticky_error;
+  if (cuda_emu::capturing(stream) || cuda_emu::refused_by_capture()) {
+    cuda_emu::g_capture.invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  const cuda_emu::StreamState* s = cuda_emu::stream_state(stream);
+  const bool busy = s != nullptr && !s->pending.empty();
+  cuda_emu::run_pending(stream);
+  return busy ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   if (cuda_emu::g_capture.active) return cudaErrorIllegalState;  // one capture at a time here
-  cuda_emu::g_capture = cuda_emu::Capture{true, false, stream, mode, {}};
+  cuda_emu::run_pending(stream);  // what the stream queued before belongs to no graph
+  static uint64_t captures = 0;
+  cuda_emu::g_capture = cuda_emu::Capture{true, false, stream, mode, ++captures, {}, {}, {}};
   return cudaSuccess;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   cuda_emu::Capture& c = cuda_emu::g_capture;
   if (!c.active || stream != c.stream) return cudaErrorIllegalState;
-  const bool invalidated = c.invalidated;
+  const bool unjoined = std::any_of(c.forked.begin(), c.forked.end(), [](const auto& f) { return f.second; });
+  const bool invalidated = c.invalidated || unjoined;
   *graph = invalidated ? nullptr : new CUgraph_st{std::move(c.work)};
   c = cuda_emu::Capture{};
-  return invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  return unjoined ? cudaErrorStreamCaptureUnjoined : invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
 }
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* status) {
-  const cuda_emu::Capture& c = cuda_emu::g_capture;
-  *status = !c.active || stream != c.stream ? cudaStreamCaptureStatusNone
-            : c.invalidated                  ? cudaStreamCaptureStatusInvalidated
-                                             : cudaStreamCaptureStatusActive;
+  *status = !cuda_emu::capturing(stream)    ? cudaStreamCaptureStatusNone
+            : cuda_emu::g_capture.invalidated ? cudaStreamCaptureStatusInvalidated
+                                              : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  *event = new CUevent_st{};
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+// The event marks the work `stream` has queued so far: deferred work items, or, while the stream
+// captures, the work it has recorded into the graph.
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  const cuda_emu::StreamState* s = cuda_emu::stream_state(stream);
+  event->stream = stream;
+  const bool captured = cuda_emu::capturing(stream);
+  event->capture = captured ? cuda_emu::g_capture.serial : 0;
+  event->position = captured ? cuda_emu::g_capture.recorded[stream] : s != nullptr ? s->issued : 0;
+  return cudaSuccess;
+}
+// Waiting on an event recorded in the capture forks `stream` into it, or, on the origin stream
+// with nothing recorded on the event's stream since, joins that stream back; a captured stream may
+// not wait on work outside the graph, nor any stream on an event of an ended capture. Otherwise
+// the wait is a work item of its own when `stream` is deferred, or done now.
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  cuda_emu::Capture& c = cuda_emu::g_capture;
+  const bool current = event->capture != 0 && c.active && event->capture == c.serial;
+  if ((event->capture != 0 && !current) || (event->capture == 0 && cuda_emu::capturing(stream))) {
+    if (c.active) c.invalidated = true;
+    return cudaErrorStreamCaptureIsolation;
+  }
+  if (current) {
+    if (!cuda_emu::capturing(stream)) {
+      c.forked[stream] = false;
+    } else if (stream == c.stream) {
+      const auto joined = c.forked.find(event->stream);
+      if (joined != c.forked.end() && event->position == c.recorded[event->stream]) joined->second = false;
+    }
+    return cudaSuccess;
+  }
+  const cudaStream_t source = event->stream;
+  const uint64_t position = event->position;
+  cuda_emu::enqueue(stream, [source, position] { cuda_emu::run_pending(source, position); });
   return cudaSuccess;
 }
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
@@ -341,12 +484,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
       (device_src && !cuda_emu::inside_allocation(s, s + bytes - 1)))
     return cudaErrorInvalidValue;
   const void* host = !device_dst ? dst : !device_src ? src : nullptr;
-  if (host != nullptr && cuda_emu::g_capture.active && stream == cuda_emu::g_capture.stream &&
-      !cuda_emu::is_pinned(host, bytes)) {
+  if (host != nullptr && cuda_emu::capturing(stream) && !cuda_emu::is_pinned(host, bytes)) {
     cuda_emu::g_capture.invalidated = true;
     return cudaErrorStreamCaptureUnsupported;
   }
-  cuda_emu::enqueue(stream, [=] {
+  auto copy = [=] {
     std::memmove(dst, src, bytes);
     cuda_emu::Traffic& t = cuda_emu::traffic();
     const auto n = static_cast<int64_t>(bytes);
@@ -358,7 +500,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
       ++t.host_copies;
       (device_dst ? t.host_to_device_bytes : t.device_to_host_bytes) += n;
     }
-  });
+  };
+  // With pageable host memory the copy is synchronous: it runs after the stream's queued work.
+  if (host != nullptr && stream != nullptr && !cuda_emu::is_pinned(host, bytes) && !cuda_emu::capturing(stream)) {
+    cuda_emu::run_pending(stream);
+    copy();
+  } else {
+    cuda_emu::enqueue(stream, copy);
+  }
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
@@ -396,6 +545,11 @@ cudaError_t cudaGetLastError(void) {
 const char* cudaGetErrorString(cudaError_t error) {
   if (error == cudaSuccess) return "no error";
   if (error == cudaErrorIllegalAddress) return "an illegal memory access was encountered";
+  if (error == cudaErrorStreamCaptureUnsupported) return "operation not permitted when stream is capturing";
+  if (error == cudaErrorStreamCaptureInvalidated) return "operation failed due to a previous error during capture";
+  if (error == cudaErrorStreamCaptureUnjoined) return "capture sequence contains a fork that was not joined to the primary stream";
+  if (error == cudaErrorStreamCaptureIsolation) return "dependency created on uncaptured work in another stream";
+  if (error == cudaErrorNotReady) return "device not ready";
   return error == cudaErrorInvalidResourceHandle ? "invalid resource handle" : "emulated CUDA error";
 }
 

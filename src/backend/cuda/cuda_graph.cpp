@@ -49,8 +49,11 @@ std::unique_ptr<RecordedWork> CudaOps::record(const std::function<void()>& body)
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
   if (ended != cudaSuccess) {
     cudaGetLastError();
-    fail(Code::backend, "recording the work as a CUDA graph failed: ", cudaGetErrorString(ended),
-         " (a call inside it waited for the device or allocated memory); config key 'train.cuda_graphs' = false "
+    const char* why = ended == cudaErrorStreamCaptureUnjoined
+                          ? "a stream that joined the recording through an event was not joined back"
+                          : "a call inside it waited for the device or allocated memory";
+    fail(Code::backend, "recording the work as a CUDA graph failed: ", cudaGetErrorString(ended), " (", why,
+         "); config key 'train.cuda_graphs' = false "
          "runs the step without graphs");
   }
   cudaGraphExec_t exec = nullptr;
