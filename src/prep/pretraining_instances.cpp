@@ -36,18 +36,17 @@ void truncate_pair(Segment& a, Segment& b, size_t max_tokens, PrepRandom& rng) {
   }
 }
 
+// add_masked_instance's buffers, kept across a document's instances.
 struct MaskScratch {
   std::vector<uint32_t> cand;                // candidate positions (not [CLS]/[SEP]), ascending
   std::vector<uint32_t> group_begin, order;  // groups of candidates (whole words or single tokens)
   std::vector<std::pair<uint32_t, int32_t>> masked;  // (position, original id)
   std::vector<int32_t> output;
 };
-thread_local MaskScratch mask_scratch;
 
 void add_masked_instance(const std::vector<int32_t>& tokens, size_t a_length, bool random_next,
-                         const InstanceOptions& options, const Vocab& vocab, PrepRandom& rng, InstanceBuffer& out,
-                         MaskCounts& counts) {
-  MaskScratch& m = mask_scratch;
+                         const InstanceOptions& options, const Vocab& vocab, PrepRandom& rng, MaskScratch& m,
+                         InstanceBuffer& out, MaskCounts& counts) {
   // With whole-word masking a "##" piece joins the group of the previous candidate; group g is
   // cand[starts[g] .. starts[g + 1]).
   std::vector<uint32_t>& cand = m.cand;
@@ -123,6 +122,7 @@ void create_instances_from_document(const std::vector<TokenizedDocument>& docs, 
   size_t chunk_length = 0;
   Segment a, b;
   std::vector<int32_t> tokens;
+  MaskScratch scratch;
   const auto n_sentences = static_cast<int64_t>(doc.sentences());
   for (int64_t i = 0; i < n_sentences; ++i) {
     const auto si = static_cast<size_t>(i);
@@ -168,7 +168,7 @@ void create_instances_from_document(const std::vector<TokenizedDocument>& docs, 
     tokens.insert(tokens.end(), b.tokens.begin() + static_cast<std::ptrdiff_t>(b.lo),
                   b.tokens.begin() + static_cast<std::ptrdiff_t>(b.hi));
     tokens.push_back(vocab.sep_id);
-    add_masked_instance(tokens, a.size() + 2, random_next, options, vocab, rng, out, counts);
+    add_masked_instance(tokens, a.size() + 2, random_next, options, vocab, rng, scratch, out, counts);
 
     chunk.clear();
     chunk_length = 0;

@@ -149,21 +149,21 @@ void nfd(const std::u32string& in, std::u32string& out) {
   }
 }
 
-struct Scratch {
-  std::u32string run, lowered, decomposed;
-  std::string bytes, general;
-  std::vector<uint32_t> ends;
-};
-thread_local Scratch scratch;
-
 }  // namespace
 
-void BasicTokenizer::emit_general_run(const char32_t* run, size_t n, std::string& out, std::vector<uint32_t>& ends,
-                                      size_t base) const {
+// The Unicode path's buffers, kept across the runs of one split (they allocate only once a run
+// leaves ASCII).
+struct BasicTokenizer::UnicodeBuffers {
+  std::u32string run, lowered, decomposed;
+  std::string general;
+};
+
+void BasicTokenizer::emit_general_run(const char32_t* run, size_t n, UnicodeBuffers& buffers, std::string& out,
+                                      std::vector<uint32_t>& ends, size_t base) const {
   const char32_t* chars = run;
   size_t count = n;
   if (lower_case_) {
-    std::u32string& lowered = scratch.lowered;
+    std::u32string& lowered = buffers.lowered;
     lowered.clear();
     for (size_t i = 0; i < n; ++i) {
       char32_t c = run[i];
@@ -175,7 +175,7 @@ void BasicTokenizer::emit_general_run(const char32_t* run, size_t n, std::string
         lowered.push_back(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
       }
     }
-    std::u32string& decomposed = scratch.decomposed;
+    std::u32string& decomposed = buffers.decomposed;
     nfd(lowered, decomposed);
     size_t kept = 0;
     for (char32_t c : decomposed) {
@@ -207,14 +207,15 @@ void BasicTokenizer::split(std::string_view text, std::string& bytes, std::vecto
   const size_t n = text.size();
   uint64_t invalid = 0;
   // The ASCII path writes at most one byte per input byte through `out`; Unicode runs are
-  // produced in scratch.general and copied in, growing the buffer when needed.
+  // produced in unicode.general and copied in, growing the buffer when needed.
   bytes.resize(n + 16);
   char* out = bytes.data();
   size_t len = 0;
-  std::string& general_out = scratch.general;
+  UnicodeBuffers unicode;
+  std::string& general_out = unicode.general;
   auto append_general = [&](const char32_t* run, size_t count) {
     general_out.clear();
-    emit_general_run(run, count, general_out, ends, len);
+    emit_general_run(run, count, unicode, general_out, ends, len);
     if (len + general_out.size() + (n + 16) > bytes.size()) {
       bytes.resize(len + general_out.size() + n + 16);
       out = bytes.data();
@@ -242,7 +243,7 @@ void BasicTokenizer::split(std::string_view text, std::string& bytes, std::vecto
     }
     len = len_mark;  // redo the run on the Unicode path
     ends.resize(ends_mark);
-    std::u32string& run = scratch.run;
+    std::u32string& run = unicode.run;
     run.clear();
     for (size_t i = run_begin; i < run_end;) {
       bool bad = false;
@@ -332,8 +333,8 @@ bool Tokenizer::wordpiece(const char* w, size_t length, std::vector<int32_t>& id
 }
 
 void Tokenizer::encode(std::string_view text, std::vector<int32_t>& ids, TokenizeCounts* counts) const {
-  std::string& bytes = scratch.bytes;
-  std::vector<uint32_t>& ends = scratch.ends;
+  std::string bytes;
+  std::vector<uint32_t> ends;
   basic_.split(text, bytes, ends, counts);
   const size_t before = ids.size();
   uint64_t unknown = 0;

@@ -46,10 +46,11 @@ class BasicTokenizer {
   bool lower_case() const { return lower_case_; }
 
  private:
+  struct UnicodeBuffers;
   // Unicode path for one whitespace-delimited run: appends its words to `out`, word ends
   // (offset `base` + position in out) to `ends`.
-  void emit_general_run(const char32_t* run, size_t n, std::string& out, std::vector<uint32_t>& ends,
-                        size_t base) const;
+  void emit_general_run(const char32_t* run, size_t n, UnicodeBuffers& buffers, std::string& out,
+                        std::vector<uint32_t>& ends, size_t base) const;
   bool lower_case_;
 };
 
