@@ -14,12 +14,10 @@
 namespace bert::kernels {
 namespace {
 
-constexpr int kRowsPerChunk = 64;
 constexpr int kColTile = 32;
 constexpr int kRowLanes = 8;
 constexpr int kGroupCols = 4;                                  // columns per thread group
 constexpr int kFusedMaxCols = 1024 * 4 * kGroupCols;           // 4 groups of 1024 threads
-constexpr int64_t kFusedRowsPerChunk = kResidualLayerNormRowsPerChunk;
 
 template <typename T>
 __global__ void layernorm_fwd_kernel(T* out, float* mean, float* rstd, const T* in, const float* gamma,
@@ -78,8 +76,8 @@ __global__ void layernorm_param_partials_kernel(double* partials, const T* dout,
   __shared__ double s_beta[kRowLanes][kColTile + 1];
   const int col = blockIdx.x * kColTile + threadIdx.x;
   const int64_t chunk = blockIdx.y;
-  const int64_t r0 = chunk * kRowsPerChunk;
-  const int64_t r1 = min(M, r0 + kRowsPerChunk);
+  const int64_t r0 = chunk * kColumnSumRowsPerChunk;
+  const int64_t r1 = min(M, r0 + kColumnSumRowsPerChunk);
   double acc_gamma = 0.0, acc_beta = 0.0;
   if (col < N) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
@@ -188,8 +186,8 @@ __global__ void __launch_bounds__(1024) residual_layernorm_bwd_kernel(T* d_in, T
   __shared__ float shared[32];
   const int64_t chunk = blockIdx.x;
   double acc_gamma[G][kGroupCols] = {}, acc_beta[G][kGroupCols] = {};
-  const int64_t r1 = min(M, (chunk + 1) * kFusedRowsPerChunk);
-  for (int64_t row = chunk * kFusedRowsPerChunk; row < r1; ++row) {
+  const int64_t r1 = min(M, (chunk + 1) * kResidualLayerNormRowsPerChunk);
+  for (int64_t row = chunk * kResidualLayerNormRowsPerChunk; row < r1; ++row) {
     const int64_t base = row * N;
     const float mu = mean[row], rs = rstd[row];
     float dy[G][kGroupCols] = {}, xhat[G][kGroupCols] = {};
@@ -275,7 +273,7 @@ void layernorm_bwd_input(Act din, ConstAct dout, ConstAct in, const float* mean,
 }
 
 int layernorm_param_chunks(int64_t M) {
-  return static_cast<int>(ceil_div(M < 1 ? 1 : M, kRowsPerChunk));
+  return static_cast<int>(row_chunks(M, kColumnSumRowsPerChunk));
 }
 
 void layernorm_bwd_params(float* dgamma, float* dbeta, ConstAct dout, ConstAct in, const float* mean,
@@ -320,7 +318,7 @@ void residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct
 }
 
 int residual_layernorm_chunks(int64_t M) {
-  return static_cast<int>(ceil_div(M < 1 ? 1 : M, kFusedRowsPerChunk));
+  return static_cast<int>(row_chunks(M, kResidualLayerNormRowsPerChunk));
 }
 
 void residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float* dbeta, ConstAct dout, ConstAct res,

@@ -11,6 +11,7 @@
 
 #include "core/act.h"
 #include "core/op_params.h"
+#include "kernels/launch_sizes.h"
 
 namespace bert::kernels {
 
@@ -27,8 +28,6 @@ int layernorm_param_chunks(int64_t M);
 void layernorm_bwd_params(float* dgamma, float* dbeta, ConstAct dout, ConstAct in, const float* mean,
                           const float* rstd, int64_t M, int N, double* partials, cudaStream_t stream);
 
-// Rows per chunk of residual_layernorm_bwd's parameter-gradient partials.
-constexpr int64_t kResidualLayerNormRowsPerChunk = 32;
 // res = dropout(in) + residual (element i of the row-major [M,N] uses Philox index i;
 // keep_scale = 1/(1-p)), out = LayerNorm(res) with mean/rstd saved. N ≤ 16384.
 void residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct in, ConstAct residual,

@@ -7,7 +7,6 @@
 namespace bert::kernels {
 namespace {
 
-constexpr int kRowsPerChunk = 64;
 constexpr int kColTile = 32;
 constexpr int kRowLanes = 8;
 
@@ -16,8 +15,8 @@ __global__ void column_partials_kernel(double* partials, const T* a, int64_t M, 
   __shared__ double s_acc[kRowLanes][kColTile + 1];
   const int col = blockIdx.x * kColTile + threadIdx.x;
   const int64_t chunk = blockIdx.y;
-  const int64_t r0 = chunk * kRowsPerChunk;
-  const int64_t r1 = min(M, r0 + kRowsPerChunk);
+  const int64_t r0 = chunk * kColumnSumRowsPerChunk;
+  const int64_t r1 = min(M, r0 + kColumnSumRowsPerChunk);
   double acc = 0.0;
   if (col < N) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) acc += load(a + r * N + col);
@@ -69,7 +68,7 @@ __global__ void partials_finish_kernel(double* out, const double* partials, Segm
 }  // namespace
 
 int column_sum_chunks(int64_t M) {
-  return static_cast<int>(ceil_div(M < 1 ? 1 : M, kRowsPerChunk));
+  return static_cast<int>(row_chunks(M, kColumnSumRowsPerChunk));
 }
 
 void column_sum_add(float* out, ConstAct a, int64_t M, int N, double* partials, cudaStream_t stream) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/act.h"
+#include "kernels/launch_sizes.h"
 
 namespace bert::kernels {
 
@@ -29,7 +30,6 @@ struct SegmentTable {
   int segments = 0;
   int64_t chunks = 0;
 };
-constexpr int64_t kSegmentChunk = 16384;  // elements per chunk of a segment
 
 // A SegmentTable's index in one array of 3·S + 1 words: chunk_start [S + 1] | offset [S] |
 // size [S] (filled on the host, then copied to the device), for any list of segments with
@@ -42,7 +42,7 @@ int64_t fill_segment_words(const Segments& segs, std::vector<int64_t>& words) {
   for (size_t s = 0; s < S; ++s) {
     words[S + 1 + s] = segs[s].offset;
     words[2 * S + 1 + s] = segs[s].size;
-    chunk_start[s + 1] = chunk_start[s] + (segs[s].size + kSegmentChunk - 1) / kSegmentChunk;
+    chunk_start[s + 1] = chunk_start[s] + segment_chunks(segs[s].size);
   }
   return chunk_start[S];
 }

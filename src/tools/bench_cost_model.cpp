@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "backend/cost_model_ops.h"
+#include "perf/cost_model_ops.h"
 #include "core/error.h"
 #include "data/length_bin_source.h"
 #include "dist/communicator.h"

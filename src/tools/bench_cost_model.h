@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cost_model_ops.h"
+#include "perf/cost_model_ops.h"
 #include "session/session.h"
 
 namespace bert_tools {

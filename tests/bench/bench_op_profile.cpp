@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/op_profiler.h"
+#include "perf/op_profiler.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "session/session.h"

@@ -1,4 +1,4 @@
-// The cost model (backend/cost_model_ops.h) against the emulated GPU. A bert-tiny bf16 training
+// The cost model (perf/cost_model_ops.h) against the emulated GPU. A bert-tiny bf16 training
 // step (16-bit activations, as sessions run bf16) runs through a Session on CudaOps over the emulation, with the cost model wrapped around it
 // and, observing CudaOps, EmulatorTraffic attributing the emulator's counters (launches, stream
 // waits, and the bytes kernels load and store, seen through the access hooks of
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "backend/cost_model_ops.h"
+#include "perf/cost_model_ops.h"
 #include "cuda_runtime_emu.h"
 #include "data/synthetic_source.h"
 #include "dist/communicator.h"

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "backend/cost_model_ops.h"
+#include "perf/cost_model_ops.h"
 #include "core/error.h"
 
 namespace bert {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "../expect_error.h"
-#include "backend/op_profiler.h"
+#include "perf/op_profiler.h"
 #include "backend/op_sync_check.h"
 #include "session/session.h"
 

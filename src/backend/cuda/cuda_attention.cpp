@@ -7,9 +7,9 @@
 // bf16/fp16 the GEMMs read Q, K, V, dctx, dropped P and dS from 16-bit copies staged once per
 // call (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
 // fused attention both directions go to FusedAttention (cuDNN) instead, for every layout.
-#include <cmath>
 #include <vector>
 
+#include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "kernels/attention_softmax.h"
@@ -32,19 +32,6 @@ class StagedOperands {
   int keep_;
 };
 
-// What every attention path derives from (heads, head_dim) and the dropout site.
-struct AttentionShape {
-  AttentionShape(int heads, int head_dim, const DropoutSite& site)
-      : H(static_cast<int64_t>(heads) * head_dim),
-        ld_qkv(3 * H),
-        scale(1.0f / std::sqrt(static_cast<float>(head_dim))),
-        keep_scale(1.0f / (1.0f - site.p)) {}
-  int64_t H;         // the hidden width, heads · head_dim
-  int64_t ld_qkv;    // the row stride of the packed [T, 3H] Q, K, V
-  float scale;       // of the scores, 1/sqrt(head_dim)
-  float keep_scale;  // of the kept probabilities, 1/(1 - p)
-};
-
 }  // namespace
 
 void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
@@ -54,8 +41,8 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
     fused_->forward(ctx, fused_stats(probs), qkv, key_bias, layout, heads, head_dim, site);
     return;
   }
-  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
-    attention_fwd_by_head(ctx, probs, qkv, key_bias, layout.num_seqs(), L, heads, head_dim, site);
+  if (attention_by_head(layout, heads)) {
+    attention_fwd_by_head(ctx, probs, qkv, key_bias, layout.num_seqs(), layout.uniform_length(), heads, head_dim, site);
     return;
   }
   const AttentionShape a(heads, head_dim, site);
@@ -100,8 +87,8 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
     fused_->backward(dqkv, dctx, ctx, qkv, fused_stats(probs), layout, heads, head_dim, site);
     return;
   }
-  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
-    attention_bwd_by_head(dqkv, dctx, qkv, probs, layout.num_seqs(), L, heads, head_dim, site);
+  if (attention_by_head(layout, heads)) {
+    attention_bwd_by_head(dqkv, dctx, qkv, probs, layout.num_seqs(), layout.uniform_length(), heads, head_dim, site);
     return;
   }
   const AttentionShape a(heads, head_dim, site);

@@ -3,7 +3,7 @@
 // the launchers in kernels/), each with its FLOPs and the bytes it must move (activations at the
 // size of the type each call passes them in); and the roofline prediction over those kernels. FLOPs of the non-GEMM kernels are rough operation counts: those
 // kernels are memory-bound by far, so their bytes decide their time.
-#include "backend/cost_model_ops.h"
+#include "perf/cost_model_ops.h"
 
 #include <sys/mman.h>
 
@@ -12,14 +12,13 @@
 #include <functional>
 #include <unordered_set>
 
+#include "backend/cuda/attention_plan.h"
 #include "core/error.h"
+#include "kernels/launch_sizes.h"
 
 namespace bert {
 namespace {
 
-constexpr int64_t kRowsPerChunk = 64;      // kernels/reduce.cu, kernels/layernorm.cu
-constexpr int64_t kResidualRowsPerChunk = 32;  // kernels/layernorm.h (residual_layernorm_bwd)
-constexpr int64_t kSegmentChunk = 16384;   // kernels/reduce.h (multi-tensor chunks)
 constexpr size_t kLabelStatusBytes = 16;   // softmax_xent's device label check (cuda_ops.h)
 constexpr size_t kShadowedUploadBytes = size_t{4} << 20;  // int uploads remembered for row counts
 
@@ -28,7 +27,8 @@ int64_t operand_span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int
   return (rows - 1) * ld + cols + static_cast<int64_t>(batch - 1) * stride;
 }
 
-int64_t chunks_of(int64_t M) { return (std::max<int64_t>(M, 1) + kRowsPerChunk - 1) / kRowsPerChunk; }
+// Row chunks of the column sums (column_sum_add, layernorm_bwd_params) over M rows.
+int64_t chunks_of(int64_t M) { return kernels::row_chunks(M, kernels::kColumnSumRowsPerChunk); }
 
 int64_t total_elems(const std::vector<ParamSegment>& segs) {
   int64_t n = 0;
@@ -38,7 +38,7 @@ int64_t total_elems(const std::vector<ParamSegment>& segs) {
 
 int64_t segment_chunks(const std::vector<ParamSegment>& segs) {
   int64_t c = 0;
-  for (const ParamSegment& s : segs) c += (s.size + kSegmentChunk - 1) / kSegmentChunk;
+  for (const ParamSegment& s : segs) c += kernels::segment_chunks(s.size);
   return c;
 }
 
@@ -501,7 +501,7 @@ void CostModelOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* 
   if (inner_) inner_->residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
   if (M == 0) return;
   const double m = static_cast<double>(M), n = N;
-  const double chunks = static_cast<double>((M + kResidualRowsPerChunk - 1) / kResidualRowsPerChunk);
+  const double chunks = static_cast<double>(kernels::row_chunks(M, kernels::kResidualLayerNormRowsPerChunk));
   const double size = static_cast<double>(dtype_bytes(d_in.type));
   // Reads dout, res, mean, rstd, gamma; writes d_in, d_residual and the [chunks, 2N] double partials,
   // which the second kernel sums into dgamma, dbeta.
@@ -525,11 +525,12 @@ void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
   if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim, site.p != 0.0f);
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
+  const AttentionShape a(heads, head_dim, site);
+  const int64_t H = a.H, ld = a.ld_qkv;
   const bool dropout = site.p != 0.0f;
   const DType type = probs.type;  // P, its dropped copy and ctx (the activation type)
-  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
-    return attention_fwd_by_head(qkv, layout.num_seqs(), L, heads, head_dim, dropout, type);
+  if (attention_by_head(layout, heads)) {
+    return attention_fwd_by_head(qkv, layout.num_seqs(), layout.uniform_length(), heads, head_dim, dropout, type);
   }
   softmax_table("attention_fwd", layout, heads);
   stage("attention_fwd", qkv, layout.total_tokens() * ld);
@@ -580,11 +581,12 @@ void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, Con
                                       const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
   if (inner_) inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site);
   if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim, site.p != 0.0f);
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H;
+  const AttentionShape a(heads, head_dim, site);
+  const int64_t H = a.H, ld = a.ld_qkv;
   const bool dropout = site.p != 0.0f;
   const DType type = probs.type;  // P, dropped P, dS and dqkv (the activation type)
-  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > heads) {
-    return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), L, heads, head_dim, dropout, type);
+  if (attention_by_head(layout, heads)) {
+    return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), layout.uniform_length(), heads, head_dim, dropout, type);
   }
   softmax_table("attention_bwd", layout, heads);
   const int64_t elems = layout.probs_elems(heads);

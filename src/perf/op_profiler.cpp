@@ -1,5 +1,5 @@
 // OpProfiler: each observed call timed between two synchronisations (see the header).
-#include "backend/op_profiler.h"
+#include "perf/op_profiler.h"
 
 namespace bert {
 
