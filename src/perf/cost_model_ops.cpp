@@ -42,6 +42,14 @@ int64_t segment_chunks(const std::vector<ParamSegment>& segs) {
   return c;
 }
 
+// The GEMM batches CudaOps runs for the layout (attention_plan.h): one per head over the
+// sequences of a padded batch of more sequences than heads, else one per sequence over the heads.
+template <typename F>
+void for_each_gemm_batch(const AttentionShape& a, const AttentionLayout& layout, F&& f) {
+  if (!attention_by_head(layout, a.heads)) return for_each_sequence(a, layout, f);
+  for (int h = 0; h < a.heads; ++h) f(head_batch(a, h, layout.num_seqs(), layout.uniform_length()));
+}
+
 // The sequence table of a packed layout: num_seqs + 1 token starts and num_seqs probs offsets.
 double softmax_table_bytes(const AttentionLayout& layout) {
   return layout.uniform_length() > 0 ? 0.0 : 8.0 * (2 * layout.num_seqs() + 1);
@@ -104,6 +112,8 @@ DType CostModelOps::activation_type() const {
 
 CostModelOps::~CostModelOps() {
   for (const auto& [ptr, bytes] : reserved_) munmap(ptr, bytes);
+  for (const auto& [ptr, bytes] : scratch_)
+    if (ptr != nullptr) munmap(ptr, bytes);
 }
 
 std::string CostModelOps::name() const {
@@ -288,29 +298,24 @@ void CostModelOps::stage(const char* op, ConstAct data, int64_t n) {
   staged_.emplace_back(data.f32(), n);
 }
 
-void CostModelOps::stage_scratch(const char* op, int64_t n, DType type) {
-  if (low_precision() && n > 0 && type == DType::f32) add(op, "cast (activations)", static_cast<double>(n), 4.0 * n, 2.0 * n);
-}
-
-void CostModelOps::gemm(const char* op, const char* kind, const Gemm& g) {
+void CostModelOps::gemm(const char* op, const char* kind, const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const double in_elem = low_precision() ? 2.0 : 4.0;
   if (low_precision()) {  // LtGemm::lt_operands: our B first, then our A
     lowp_operand(op, g.B, g.trans_b ? operand_span(g.n, g.k, g.ldb, g.stride_b, g.batch)
                                     : operand_span(g.k, g.n, g.ldb, g.stride_b, g.batch));
-    if (!g.a_staged) {
-      lowp_operand(op, g.A, g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
-                                      : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch));
-    }
+    lowp_operand(op, g.A, g.trans_a ? operand_span(g.k, g.m, g.lda, g.stride_a, g.batch)
+                                    : operand_span(g.m, g.k, g.lda, g.stride_a, g.batch));
   }
   // A 16-bit C reads its bias as 16 bits too (LtGemm::epilogue_bias: the mirror's copy).
-  const double c_elem = static_cast<double>(dtype_bytes(g.c_type));
-  if (g.bias != nullptr && g.c_type != DType::f32) lowp_operand(op, g.bias, g.n);
+  const DType c_type = g.C.type;  // and aux's
+  const double c_elem = static_cast<double>(dtype_bytes(c_type));
+  if (g.bias != nullptr && c_type != DType::f32) lowp_operand(op, g.bias, g.n);
   const double batch = g.batch, m = static_cast<double>(g.m), n = static_cast<double>(g.n),
                k = static_cast<double>(g.k);
-  const double read = in_elem * batch * (m * k + k * n) + (g.beta ? c_elem * batch * m * n : 0) +
+  const double read = in_elem * batch * (m * k + k * n) + (g.beta != 0.0f ? c_elem * batch * m * n : 0) +
                       (g.bias != nullptr ? c_elem * n : 0);
-  const double write = c_elem * batch * m * n * (g.aux ? 2 : 1);
+  const double write = c_elem * batch * m * n * (g.aux.data != nullptr ? 2 : 1);
   add(op, kind, 2 * batch * m * n * k, read, write).unit = gemm_unit();
 }
 
@@ -388,19 +393,10 @@ void CostModelOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const floa
                                    int K, int N, Activation act) {
   if (inner_) inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act);
   if (M == 0) return;
-  Gemm g;  // [M, N] = in [M, K] · W[N, K]^T (+ b)
-  g.trans_b = true;
-  g.m = M;
-  g.n = N;
-  g.k = K;
-  g.A = in;
-  g.lda = K;
-  g.B = W;
-  g.ldb = K;
-  g.bias = b;
-  g.c_type = out.type;
+  // [M, N] = in [M, K] · W[N, K]^T (+ b)
+  GemmArgs g{.trans_b = true, .m = M, .n = N, .k = K, .A = in, .lda = K, .B = W, .ldb = K, .C = out, .ldc = N, .bias = b};
   if (act == Activation::gelu_tanh && options_.fuse_gelu_tanh && b != nullptr && N % 8 == 0) {
-    g.aux = true;  // GELU_AUX_BIAS: out and pre_act from the epilogue
+    g.aux = pre_act;  // GELU_AUX_BIAS: out and pre_act from the epilogue
     gemm("linear_fwd", "gemm", g);
     return;
   }
@@ -425,30 +421,14 @@ void CostModelOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout,
   }
   if (db != nullptr) column_sum("linear_bwd", M, N, dpre.type);
   if (dW != nullptr) {
-    Gemm g;  // dW[N, K] += dpre[M, N]^T · in[M, K]
-    g.trans_a = true;
-    g.m = N;
-    g.n = K;
-    g.k = M;
-    g.A = dpre;
-    g.lda = N;
-    g.B = in;
-    g.ldb = K;
-    g.beta = true;
-    gemm("linear_bwd", "gemm", g);
+    // dW[N, K] += dpre[M, N]^T · in[M, K]
+    gemm("linear_bwd", "gemm", {.trans_a = true, .m = N, .n = K, .k = M, .A = dpre, .lda = N, .B = in, .ldb = K,
+                                .C = dW, .ldc = K, .beta = 1.0f});
   }
   if (din.data != nullptr) {
-    Gemm g;  // din[M, K] (+)= dpre[M, N] · W[N, K]
-    g.m = M;
-    g.n = K;
-    g.k = N;
-    g.A = dpre;
-    g.lda = N;
-    g.B = W;
-    g.ldb = K;
-    g.beta = accumulate_din;
-    g.c_type = din.type;
-    gemm("linear_bwd", "gemm", g);
+    // din[M, K] (+)= dpre[M, N] · W[N, K]
+    gemm("linear_bwd", "gemm", {.m = M, .n = K, .k = N, .A = dpre, .lda = N, .B = W, .ldb = K, .C = din, .ldc = K,
+                                .beta = accumulate_din ? 1.0f : 0.0f});
   }
 }
 
@@ -526,54 +506,21 @@ void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
   if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
   if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim, site.p != 0.0f);
   const AttentionShape a(heads, head_dim, site);
-  const int64_t H = a.H, ld = a.ld_qkv;
   const bool dropout = site.p != 0.0f;
-  const DType type = probs.type;  // P, its dropped copy and ctx (the activation type)
-  if (attention_by_head(layout, heads)) {
-    return attention_fwd_by_head(qkv, layout.num_seqs(), layout.uniform_length(), heads, head_dim, dropout, type);
-  }
-  softmax_table("attention_fwd", layout, heads);
-  stage("attention_fwd", qkv, layout.total_tokens() * ld);
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld;
-    Gemm scores;  // P_h = Q_h K_h^T
-    scores.trans_b = true;
-    scores.m = L;
-    scores.n = L;
-    scores.k = head_dim;
-    scores.A = q;
-    scores.lda = ld;
-    scores.stride_a = head_dim;
-    scores.B = q + H;
-    scores.ldb = ld;
-    scores.stride_b = head_dim;
-    scores.batch = heads;
-    scores.c_type = type;
-    gemm("attention_fwd", "gemm (attention)", scores);
-  }
-  const double all = static_cast<double>(layout.probs_elems(heads)), T = static_cast<double>(layout.total_tokens());
-  const double table = softmax_table_bytes(layout), size = static_cast<double>(dtype_bytes(type));
-  if (all > 0) add("attention_fwd", "softmax", 6 * all, size * all + 4 * T + table, size * all * (dropout ? 2 : 1));
-  stage_scratch("attention_fwd", layout.probs_elems(heads), type);  // P (or its dropped copy) staged once
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    Gemm pv;  // ctx_h = dropout(P_h) V_h
-    pv.m = L;
-    pv.n = head_dim;
-    pv.k = L;
-    pv.a_staged = true;
-    pv.lda = L;
-    pv.stride_a = L * L;
-    pv.B = qkv + s0 * ld + 2 * H;
-    pv.ldb = ld;
-    pv.stride_b = head_dim;
-    pv.batch = heads;
-    pv.c_type = type;
-    gemm("attention_fwd", "gemm (attention)", pv);
-  }
+  const bool by_head = attention_by_head(layout, heads);
+  const int64_t elems = layout.probs_elems(heads);
+  const double all = static_cast<double>(elems), T = static_cast<double>(layout.total_tokens());
+  const double size = static_cast<double>(dtype_bytes(probs.type));  // P, its dropped copy and ctx
+  const Act p = dropout ? scratch(0, elems, probs.type) : probs;
+  const char* op = "attention_fwd";
+  const char* kind = "gemm (attention)";
+  if (!by_head) softmax_table(op, layout, heads);
+  stage(op, qkv, layout.total_tokens() * a.ld_qkv);
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_scores_gemm(a, x, qkv, probs)); });
+  const double table = by_head ? 0 : softmax_table_bytes(layout);
+  if (all > 0) add(op, "softmax", 6 * all, size * all + 4 * T + table, size * all * (dropout ? 2 : 1));  // one launch
+  stage(op, p, elems);  // P (or its dropped copy) staged once
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_context_gemm(a, x, p, qkv, ctx)); });
   staged_.clear();
 }
 
@@ -582,182 +529,44 @@ void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, Con
   if (inner_) inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site);
   if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim, site.p != 0.0f);
   const AttentionShape a(heads, head_dim, site);
-  const int64_t H = a.H, ld = a.ld_qkv;
   const bool dropout = site.p != 0.0f;
-  const DType type = probs.type;  // P, dropped P, dS and dqkv (the activation type)
-  if (attention_by_head(layout, heads)) {
-    return attention_bwd_by_head(dctx, qkv, layout.num_seqs(), layout.uniform_length(), heads, head_dim, dropout, type);
-  }
-  softmax_table("attention_bwd", layout, heads);
+  const bool by_head = attention_by_head(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
-  const double all = static_cast<double>(elems), size = static_cast<double>(dtype_bytes(type));
-  if (dropout && all > 0) add("attention_bwd", "dropout/residual", 4 * all, size * all, size * all);
-  stage("attention_bwd", qkv, layout.total_tokens() * ld);
-  stage("attention_bwd", dctx, layout.total_tokens() * H);
-  stage_scratch("attention_bwd", elems, type);  // P (or its dropped copy)
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld;
-    const ConstAct dc = dctx + s0 * H;
-    Gemm dv;  // dV_h = dropout(P_h)^T dctx_h
-    dv.trans_a = true;
-    dv.m = L;
-    dv.n = head_dim;
-    dv.k = L;
-    dv.a_staged = true;
-    dv.lda = L;
-    dv.stride_a = L * L;
-    dv.B = dc;
-    dv.ldb = H;
-    dv.stride_b = head_dim;
-    dv.batch = heads;
-    dv.c_type = type;
-    gemm("attention_bwd", "gemm (attention)", dv);
-    Gemm dp;  // d(dropout(P_h)) = dctx_h V_h^T
-    dp.trans_b = true;
-    dp.m = L;
-    dp.n = L;
-    dp.k = head_dim;
-    dp.A = dc;
-    dp.lda = H;
-    dp.stride_a = head_dim;
-    dp.B = q + 2 * H;
-    dp.ldb = ld;
-    dp.stride_b = head_dim;
-    dp.batch = heads;
-    dp.c_type = type;
-    gemm("attention_bwd", "gemm (attention)", dp);
-  }
-  if (all > 0) add("attention_bwd", "softmax", 6 * all, 2 * size * all + softmax_table_bytes(layout), size * all);
-  stage_scratch("attention_bwd", elems, type);  // dS feeds two GEMMs: staged once
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld;
-    Gemm dq;  // dQ_h = dS_h K_h
-    dq.m = L;
-    dq.n = head_dim;
-    dq.k = L;
-    dq.a_staged = true;
-    dq.lda = L;
-    dq.stride_a = L * L;
-    dq.B = q + H;
-    dq.ldb = ld;
-    dq.stride_b = head_dim;
-    dq.batch = heads;
-    dq.c_type = type;
-    gemm("attention_bwd", "gemm (attention)", dq);
-    Gemm dk = dq;  // dK_h = dS_h^T Q_h
-    dk.trans_a = true;
-    dk.B = q;
-    gemm("attention_bwd", "gemm (attention)", dk);
-  }
+  const double all = static_cast<double>(elems);
+  const double size = static_cast<double>(dtype_bytes(probs.type));  // P, dropped P, dS and dqkv
+  const ConstAct p = dropout ? ConstAct(scratch(0, elems, probs.type)) : probs;
+  const Act dgrad = scratch(1, elems, probs.type);
+  const char* op = "attention_bwd";
+  const char* kind = "gemm (attention)";
+  if (!by_head) softmax_table(op, layout, heads);
+  if (dropout && all > 0) add(op, "dropout/residual", 4 * all, size * all, size * all);
+  stage(op, qkv, layout.total_tokens() * a.ld_qkv);
+  stage(op, dctx, layout.total_tokens() * a.H);
+  stage(op, p, elems);
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
+    gemm(op, kind, attention_value_grad_gemm(a, x, p, dctx, dqkv));
+    gemm(op, kind, attention_probs_grad_gemm(a, x, dctx, qkv, dgrad));
+  });
+  const double table = by_head ? 0 : softmax_table_bytes(layout);
+  if (all > 0) add(op, "softmax", 6 * all, 2 * size * all + table, size * all);  // one launch
+  stage(op, dgrad, elems);  // dS feeds two GEMMs: staged once
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
+    gemm(op, kind, attention_query_grad_gemm(a, x, dgrad, qkv, dqkv));
+    gemm(op, kind, attention_key_grad_gemm(a, x, dgrad, qkv, dqkv));
+  });
   staged_.clear();
 }
 
-void CostModelOps::attention_fwd_by_head(ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout,
-                                         DType type) {
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H, block = heads * L * L;
-  stage("attention_fwd", qkv, seqs * L * ld);
-  for (int h = 0; h < heads; ++h) {
-    Gemm scores;  // P[b, h] = Q[b, h] K[b, h]^T, batched over the sequences
-    scores.trans_b = true;
-    scores.m = L;
-    scores.n = L;
-    scores.k = head_dim;
-    scores.A = qkv + h * head_dim;
-    scores.lda = ld;
-    scores.stride_a = L * ld;
-    scores.B = qkv + H + h * head_dim;
-    scores.ldb = ld;
-    scores.stride_b = L * ld;
-    scores.batch = seqs;
-    scores.c_type = type;
-    gemm("attention_fwd", "gemm (attention)", scores);
+Act CostModelOps::scratch(int which, int64_t elems, DType type) {
+  const size_t bytes = std::max<size_t>(static_cast<size_t>(elems) * dtype_bytes(type), 1);
+  auto& [base, reserved] = scratch_[which];
+  if (bytes > reserved) {
+    if (base != nullptr) munmap(base, reserved);
+    base = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    BERT_CHECK(base != MAP_FAILED, Code::out_of_memory, "cost model: cannot reserve ", bytes, " bytes of address space");
+    reserved = bytes;
   }
-  const double all = static_cast<double>(seqs) * block, T = static_cast<double>(seqs) * L;
-  const double size = static_cast<double>(dtype_bytes(type));
-  add("attention_fwd", "softmax", 6 * all, size * all + 4 * T, size * all * (dropout ? 2 : 1));  // one launch
-  stage_scratch("attention_fwd", seqs * block, type);  // P (or its dropped copy) staged once
-  for (int h = 0; h < heads; ++h) {
-    Gemm pv;  // ctx[b, h] = dropout(P[b, h]) V[b, h]
-    pv.m = L;
-    pv.n = head_dim;
-    pv.k = L;
-    pv.a_staged = true;
-    pv.lda = L;
-    pv.stride_a = block;
-    pv.B = qkv + 2 * H + h * head_dim;
-    pv.ldb = ld;
-    pv.stride_b = L * ld;
-    pv.batch = seqs;
-    pv.c_type = type;
-    gemm("attention_fwd", "gemm (attention)", pv);
-  }
-  staged_.clear();
-}
-
-void CostModelOps::attention_bwd_by_head(ConstAct dctx, ConstAct qkv, int seqs, int64_t L, int heads, int head_dim,
-                                         bool dropout, DType type) {
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld = 3 * H, block = heads * L * L;
-  const double all = static_cast<double>(seqs) * block, size = static_cast<double>(dtype_bytes(type));
-  if (dropout) add("attention_bwd", "dropout/residual", 4 * all, size * all, size * all);
-  stage("attention_bwd", qkv, seqs * L * ld);
-  stage("attention_bwd", dctx, seqs * L * H);
-  stage_scratch("attention_bwd", seqs * block, type);  // P (or its dropped copy)
-  for (int h = 0; h < heads; ++h) {
-    Gemm dv;  // dV[b, h] = dropout(P[b, h])^T dctx[b, h]
-    dv.trans_a = true;
-    dv.m = L;
-    dv.n = head_dim;
-    dv.k = L;
-    dv.a_staged = true;
-    dv.lda = L;
-    dv.stride_a = block;
-    dv.B = dctx + h * head_dim;
-    dv.ldb = H;
-    dv.stride_b = L * H;
-    dv.batch = seqs;
-    dv.c_type = type;
-    gemm("attention_bwd", "gemm (attention)", dv);
-    Gemm dp;  // d(dropout(P[b, h])) = dctx[b, h] V[b, h]^T
-    dp.trans_b = true;
-    dp.m = L;
-    dp.n = L;
-    dp.k = head_dim;
-    dp.A = dctx + h * head_dim;
-    dp.lda = H;
-    dp.stride_a = L * H;
-    dp.B = qkv + 2 * H + h * head_dim;
-    dp.ldb = ld;
-    dp.stride_b = L * ld;
-    dp.batch = seqs;
-    dp.c_type = type;
-    gemm("attention_bwd", "gemm (attention)", dp);
-  }
-  add("attention_bwd", "softmax", 6 * all, 2 * size * all, size * all);  // one launch
-  stage_scratch("attention_bwd", seqs * block, type);  // dS
-  for (int h = 0; h < heads; ++h) {
-    Gemm dq;  // dQ[b, h] = dS[b, h] K[b, h]
-    dq.m = L;
-    dq.n = head_dim;
-    dq.k = L;
-    dq.a_staged = true;
-    dq.lda = L;
-    dq.stride_a = block;
-    dq.B = qkv + H + h * head_dim;
-    dq.ldb = ld;
-    dq.stride_b = L * ld;
-    dq.batch = seqs;
-    dq.c_type = type;
-    gemm("attention_bwd", "gemm (attention)", dq);
-    Gemm dk = dq;  // dK[b, h] = dS[b, h]^T Q[b, h]
-    dk.trans_a = true;
-    dk.B = qkv + h * head_dim;
-    gemm("attention_bwd", "gemm (attention)", dk);
-  }
-  staged_.clear();
+  return Act(base, type);
 }
 
 // ---- loss ---------------------------------------------------------------------------------------

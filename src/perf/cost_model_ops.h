@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/gemm_args.h"
 #include "backend/ops.h"
 
 namespace bert {
@@ -154,40 +155,22 @@ class CostModelOps final : public Ops {
                            OptimizerStepState* state) override;
   void scale_impl(float* x, float a, int64_t n) override;
 
-  // One GEMM as LtGemm::run sees it (row-major; see backend/cuda/cublaslt_gemm.h).
-  struct Gemm {
-    bool trans_a = false, trans_b = false;
-    int64_t m = 0, n = 0, k = 0;
-    ConstAct A;
-    int64_t lda = 0, stride_a = 0;
-    ConstAct B;
-    int64_t ldb = 0, stride_b = 0;
-    int batch = 1;
-    DType c_type = DType::f32;      // C (and aux)
-    const float* bias = nullptr;  // fp32 parameters
-    bool beta = false, aux = false;
-    bool a_staged = false;  // A is a scratch buffer staged before (no cast of its own)
-  };
   bool low_precision() const;
   MathUnit gemm_unit() const;
   // Records a kernel of `op` (launches = 1 unless given).
   KernelCost& add(const char* op, const char* kind, double flops, double read, double write);
-  // The GEMM and, in bf16/fp16 mode, the casts of its operands (as LtGemm::run does).
-  void gemm(const char* op, const char* kind, const Gemm& g);
+  // The GEMM (as LtGemm::run gets it) and, in bf16/fp16 mode, the casts of its operands.
+  void gemm(const char* op, const char* kind, const GemmArgs& g);
   // The 16-bit operand: itself when stored in 16 bits, the weight mirror (re-cast whole when
   // stale), a staged copy, or a cast of its span.
   void lowp_operand(const char* op, ConstAct x, int64_t span);
   // LtGemm::stage: one cast of fp32 [data, data + n) that later GEMM operands inside it read from.
   void stage(const char* op, ConstAct data, int64_t n);
-  // A staged scratch buffer of n elements of `type` (attention's P and dS): its cast, if fp32.
-  void stage_scratch(const char* op, int64_t n, DType type);
+  // CudaOps' attention scratch buffer `which` (0: dropped P, 1: dS) of n elements of `type`: an
+  // address range reserved for it, never touched (GEMM operands inside it find it staged).
+  Act scratch(int which, int64_t n, DType type);
   // CudaOps::softmax_sequences: a packed layout's sequence table, uploaded when it changes.
   void softmax_table(const char* op, const AttentionLayout& layout, int heads);
-  // CudaOps::attention_{fwd,bwd}_by_head: padded batches of more sequences than heads.
-  // (type: the activation type of P, dS and the outputs.)
-  void attention_fwd_by_head(ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout, DType type);
-  void attention_bwd_by_head(ConstAct dctx, ConstAct qkv, int seqs, int64_t L, int heads, int head_dim, bool dropout,
-                             DType type);
   // CudnnAttention::forward/backward on the ragged (or uniform padded) layout with 16-bit
   // activations: table upload, memsets, cuDNN's kernels and the output copy; `saved` is the
   // forward's key (its probs buffer) for the O it keeps for the backward.
@@ -218,6 +201,7 @@ class CostModelOps final : public Ops {
   bool weights_stale_ = true;
   std::vector<std::pair<const float*, int64_t>> staged_;  // LtGemm's staged ranges, as in attention
   std::map<void*, size_t> reserved_;  // without an inner backend: address-space reservations
+  std::pair<void*, size_t> scratch_[2] = {};  // scratch(): address-space reservations
   size_t live_bytes_ = 0, peak_bytes_ = 0;
   std::map<const char*, std::vector<int32_t>> uploaded_ints_;  // small uploads, by destination
   std::vector<int64_t> softmax_table_;  // the last packed layout's sequence table (softmax_table)

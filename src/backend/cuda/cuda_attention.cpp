@@ -6,7 +6,8 @@
 // on the CPU. With 16-bit activations the GEMMs read and write them directly; with fp32 ones in
 // bf16/fp16 the GEMMs read Q, K, V, dctx, dropped P and dS from 16-bit copies staged once per
 // call (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
-// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout.
+// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout. The
+// path choice and the GEMMs are written once in attention_plan.h, which the cost model reads too.
 #include <vector>
 
 #include "backend/cuda/attention_plan.h"
@@ -46,38 +47,16 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
     return;
   }
   const AttentionShape a(heads, head_dim, site);
-  const int64_t H = a.H, ld = a.ld_qkv;
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, layout.total_tokens() * ld);  // Q, K, V cast to 16 bits once, not per GEMM
-  int64_t offset = 0;  // probs_offset of sequence b
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b];
-    const int64_t L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld;  // [L, 3H]
-    // P_h = Q_h [L, D] · K_h[L, D]^T, into probs
-    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = q, .lda = ld, .stride_a = head_dim,
-                .B = q + H, .ldb = ld, .stride_b = head_dim, .C = probs + offset, .ldc = L, .stride_c = L * L,
-                .batch = heads});
-    offset += static_cast<int64_t>(heads) * L * L;
-  }
+  gemm_->stage(qkv, layout.total_tokens() * a.ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
+  for_each_sequence(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_scores_gemm(a, x, qkv, probs)); });
   kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, a.scale, site, a.keep_scale, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, elems);
-  offset = 0;
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b];
-    const int64_t L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    // ctx_h [L, D] = dropout(P_h) [L, L] · V_h [L, D]
-    gemm_->run({.m = L, .n = head_dim, .k = L, .A = p + offset, .lda = L, .stride_a = L * L,
-                .B = qkv + s0 * ld + 2 * H, .ldb = ld, .stride_b = head_dim, .C = ctx + s0 * H, .ldc = H,
-                .stride_c = head_dim, .batch = heads});
-    offset += static_cast<int64_t>(heads) * L * L;
-  }
+  for_each_sequence(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_context_gemm(a, x, p, qkv, ctx)); });
 }
 
 void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
@@ -92,7 +71,6 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
     return;
   }
   const AttentionShape a(heads, head_dim, site);
-  const int64_t H = a.H, ld = a.ld_qkv;
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
@@ -101,46 +79,19 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
   if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, a.keep_scale, 0, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, layout.total_tokens() * ld);  // cast to 16 bits once, not per GEMM
-  gemm_->stage(dctx, layout.total_tokens() * H);
+  gemm_->stage(qkv, layout.total_tokens() * a.ld_qkv);  // cast to 16 bits once, not per GEMM
+  gemm_->stage(dctx, layout.total_tokens() * a.H);
   gemm_->stage(p, elems);
-  int64_t offset = 0;
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b];
-    const int64_t L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld;   // [L, 3H]
-    const ConstAct dc = dctx + s0 * H;  // [L, H]
-    // dV_h [L, D] = dropout(P_h)^T · dctx_h
-    gemm_->run({.trans_a = true, .m = L, .n = head_dim, .k = L, .A = p + offset, .lda = L, .stride_a = L * L,
-                .B = dc, .ldb = H, .stride_b = head_dim, .C = dqkv + s0 * ld + 2 * H, .ldc = ld,
-                .stride_c = head_dim, .batch = heads});
-    // d(dropout(P_h)) [L, L] = dctx_h · V_h^T
-    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = dc, .lda = H, .stride_a = head_dim,
-                .B = q + 2 * H, .ldb = ld, .stride_b = head_dim, .C = dgrad + offset, .ldc = L, .stride_c = L * L,
-                .batch = heads});
-    offset += static_cast<int64_t>(heads) * L * L;
-  }
+  for_each_sequence(a, layout, [&](const AttentionBatch& x) {
+    gemm_->run(attention_value_grad_gemm(a, x, p, dctx, dqkv));
+    gemm_->run(attention_probs_grad_gemm(a, x, dctx, qkv, dgrad));
+  });
   kernels::attention_softmax_bwd(dgrad, probs, seqs, heads, a.scale, site, a.keep_scale, stream_);
   gemm_->stage(dgrad, elems);  // dS feeds two GEMMs: cast once
-  offset = 0;
-  for (int b = 0; b < layout.num_seqs(); ++b) {
-    const int64_t s0 = layout.seq_start[b];
-    const int64_t L = layout.seq_start[b + 1] - s0;
-    if (L == 0) continue;
-    const ConstAct q = qkv + s0 * ld;  // [L, 3H]
-    const Act dq = dqkv + s0 * ld;      // [L, 3H]
-    // dQ_h [L, D] = dS_h [L, L] · K_h [L, D]
-    const GemmArgs dqg{.m = L, .n = head_dim, .k = L, .A = dgrad + offset, .lda = L, .stride_a = L * L, .B = q + H,
-                       .ldb = ld, .stride_b = head_dim, .C = dq, .ldc = ld, .stride_c = head_dim, .batch = heads};
-    gemm_->run(dqg);
-    GemmArgs dk = dqg;  // dK_h [L, D] = dS_h^T · Q_h
-    dk.trans_a = true;
-    dk.B = q;
-    dk.C = dq + H;
-    gemm_->run(dk);
-    offset += static_cast<int64_t>(heads) * L * L;
-  }
+  for_each_sequence(a, layout, [&](const AttentionBatch& x) {
+    gemm_->run(attention_query_grad_gemm(a, x, dgrad, qkv, dqkv));
+    gemm_->run(attention_key_grad_gemm(a, x, dgrad, qkv, dqkv));
+  });
 }
 
 kernels::SoftmaxSequences CudaOps::softmax_sequences(const AttentionLayout& layout, int heads) {
@@ -168,33 +119,21 @@ kernels::SoftmaxSequences CudaOps::softmax_sequences(const AttentionLayout& layo
 void CudaOps::attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs,
                                     int64_t L, int heads, int head_dim, const DropoutSite& site) {
   const AttentionShape a(heads, head_dim, site);
-  const int64_t H = a.H, ld = a.ld_qkv;
   const int64_t block = heads * L * L;  // one sequence's probabilities
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, seqs * block) : Act();
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, seqs * L * ld);
-  for (int h = 0; h < heads; ++h) {
-    // P[b, h] = Q[b, h] · K[b, h]^T for every sequence b
-    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = qkv + h * head_dim, .lda = ld,
-                .stride_a = L * ld, .B = qkv + H + h * head_dim, .ldb = ld, .stride_b = L * ld,
-                .C = probs + h * L * L, .ldc = L, .stride_c = block, .batch = seqs});
-  }
+  gemm_->stage(qkv, seqs * L * a.ld_qkv);
+  for (int h = 0; h < heads; ++h) gemm_->run(attention_scores_gemm(a, head_batch(a, h, seqs, L), qkv, probs));
   const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
   kernels::attention_softmax_fwd(probs, dropped, key_bias, padded, heads, a.scale, site, a.keep_scale, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, seqs * block);
-  for (int h = 0; h < heads; ++h) {
-    // ctx[b, h] = dropout(P[b, h]) · V[b, h]
-    gemm_->run({.m = L, .n = head_dim, .k = L, .A = p + h * L * L, .lda = L, .stride_a = block,
-                .B = qkv + 2 * H + h * head_dim, .ldb = ld, .stride_b = L * ld, .C = ctx + h * head_dim, .ldc = H,
-                .stride_c = L * H, .batch = seqs});
-  }
+  for (int h = 0; h < heads; ++h) gemm_->run(attention_context_gemm(a, head_batch(a, h, seqs, L), p, qkv, ctx));
 }
 
 void CudaOps::attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs,
                                     int64_t L, int heads, int head_dim, const DropoutSite& site) {
   const AttentionShape a(heads, head_dim, site);
-  const int64_t H = a.H, ld = a.ld_qkv;
   const int64_t block = heads * L * L;
   const size_t all = static_cast<size_t>(seqs) * block;
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, all) : Act();
@@ -203,33 +142,19 @@ void CudaOps::attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, Const
   if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, a.keep_scale, 0, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, seqs * L * ld);
-  gemm_->stage(dctx, seqs * L * H);
+  gemm_->stage(qkv, seqs * L * a.ld_qkv);
+  gemm_->stage(dctx, seqs * L * a.H);
   gemm_->stage(p, seqs * block);
   for (int h = 0; h < heads; ++h) {
-    // dV[b, h] = dropout(P[b, h])^T · dctx[b, h]
-    gemm_->run({.trans_a = true, .m = L, .n = head_dim, .k = L, .A = p + h * L * L, .lda = L, .stride_a = block,
-                .B = dctx + h * head_dim, .ldb = H, .stride_b = L * H, .C = dqkv + 2 * H + h * head_dim, .ldc = ld,
-                .stride_c = L * ld, .batch = seqs});
-    // d(dropout(P[b, h])) = dctx[b, h] · V[b, h]^T
-    gemm_->run({.trans_b = true, .m = L, .n = L, .k = head_dim, .A = dctx + h * head_dim, .lda = H,
-                .stride_a = L * H, .B = qkv + 2 * H + h * head_dim, .ldb = ld, .stride_b = L * ld,
-                .C = dgrad + h * L * L, .ldc = L, .stride_c = block, .batch = seqs});
+    gemm_->run(attention_value_grad_gemm(a, head_batch(a, h, seqs, L), p, dctx, dqkv));
+    gemm_->run(attention_probs_grad_gemm(a, head_batch(a, h, seqs, L), dctx, qkv, dgrad));
   }
   const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
   kernels::attention_softmax_bwd(dgrad, probs, padded, heads, a.scale, site, a.keep_scale, stream_);
   gemm_->stage(dgrad, seqs * block);  // dS feeds two GEMMs per head: cast once
   for (int h = 0; h < heads; ++h) {
-    // dQ[b, h] = dS[b, h] · K[b, h]
-    const GemmArgs dq{.m = L, .n = head_dim, .k = L, .A = dgrad + h * L * L, .lda = L, .stride_a = block,
-                      .B = qkv + H + h * head_dim, .ldb = ld, .stride_b = L * ld, .C = dqkv + h * head_dim, .ldc = ld,
-                      .stride_c = L * ld, .batch = seqs};
-    gemm_->run(dq);
-    GemmArgs dk = dq;  // dK[b, h] = dS[b, h]^T · Q[b, h]
-    dk.trans_a = true;
-    dk.B = qkv + h * head_dim;
-    dk.C = dqkv + H + h * head_dim;
-    gemm_->run(dk);
+    gemm_->run(attention_query_grad_gemm(a, head_batch(a, h, seqs, L), dgrad, qkv, dqkv));
+    gemm_->run(attention_key_grad_gemm(a, head_batch(a, h, seqs, L), dgrad, qkv, dqkv));
   }
 }
 
