@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "backend/cuda/attention_plan.h"
+#include "backend/cuda/linear_plan.h"
 #include "core/error.h"
 #include "kernels/launch_sizes.h"
 
@@ -393,9 +394,9 @@ void CostModelOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const floa
                                    int K, int N, Activation act) {
   if (inner_) inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act);
   if (M == 0) return;
-  // [M, N] = in [M, K] · W[N, K]^T (+ b)
-  GemmArgs g{.trans_b = true, .m = M, .n = N, .k = K, .A = in, .lda = K, .B = W, .ldb = K, .C = out, .ldc = N, .bias = b};
-  if (act == Activation::gelu_tanh && options_.fuse_gelu_tanh && b != nullptr && N % 8 == 0) {
+  GemmArgs g = linear_fwd_gemm(in, W, b, M, K, N);
+  g.C = out;  // (unfused, CudaOps writes pre_act of the same type)
+  if (linear_fuses_gelu(act, b, N, options_.fuse_gelu_tanh)) {
     g.aux = pre_act;  // GELU_AUX_BIAS: out and pre_act from the epilogue
     gemm("linear_fwd", "gemm", g);
     return;
@@ -420,16 +421,8 @@ void CostModelOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout,
     dpre = dpre_scratch;
   }
   if (db != nullptr) column_sum("linear_bwd", M, N, dpre.type);
-  if (dW != nullptr) {
-    // dW[N, K] += dpre[M, N]^T · in[M, K]
-    gemm("linear_bwd", "gemm", {.trans_a = true, .m = N, .n = K, .k = M, .A = dpre, .lda = N, .B = in, .ldb = K,
-                                .C = dW, .ldc = K, .beta = 1.0f});
-  }
-  if (din.data != nullptr) {
-    // din[M, K] (+)= dpre[M, N] · W[N, K]
-    gemm("linear_bwd", "gemm", {.m = M, .n = K, .k = N, .A = dpre, .lda = N, .B = W, .ldb = K, .C = din, .ldc = K,
-                                .beta = accumulate_din ? 1.0f : 0.0f});
-  }
+  if (dW != nullptr) gemm("linear_bwd", "gemm", linear_weight_grad_gemm(dpre, in, dW, M, K, N));
+  if (din.data != nullptr) gemm("linear_bwd", "gemm", linear_input_grad_gemm(dpre, W, din, M, K, N, accumulate_din));
 }
 
 // ---- normalisation, dropout -------------------------------------------------------------------

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/linear_plan.h"
 #include "kernels/activation.h"
 #include "kernels/reduce.h"
 
@@ -58,9 +59,8 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
 void CudaOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
                               const float* b, int64_t M, int K, int N, Activation act) {
   if (M == 0) return;
-  // [M, N] = in [M, K] · W[N, K]^T
-  GemmArgs g{.trans_b = true, .m = M, .n = N, .k = K, .A = in, .lda = K, .B = W, .ldb = K, .ldc = N, .bias = b};
-  if (act == Activation::gelu_tanh && fuses_gelu_tanh() && b != nullptr && N % 8 == 0) {
+  GemmArgs g = linear_fwd_gemm(in, W, b, M, K, N);
+  if (linear_fuses_gelu(act, b, N, fuses_gelu_tanh())) {
     g.C = out;
     g.epilogue = GemmEpilogue::gelu_aux_bias;
     g.aux = pre_act;
@@ -94,16 +94,8 @@ void CudaOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, Cons
     const size_t partials = static_cast<size_t>(kernels::column_sum_chunks(M)) * N;
     kernels::column_sum_add(db, dpre, M, N, partials_->get_as<double>(partials), stream_);
   }
-  if (dW != nullptr) {
-    // dW[N, K] += dpre[M, N]^T · in[M, K]
-    gemm_->run({.trans_a = true, .m = N, .n = K, .k = M, .A = dpre, .lda = N, .B = in, .ldb = K, .C = dW, .ldc = K,
-                .beta = 1.0f});
-  }
-  if (din.data != nullptr) {
-    // din[M, K] (+)= dpre[M, N] · W[N, K]
-    gemm_->run({.m = M, .n = K, .k = N, .A = dpre, .lda = N, .B = W, .ldb = K, .C = din, .ldc = K,
-                .beta = accumulate_din ? 1.0f : 0.0f});
-  }
+  if (dW != nullptr) gemm_->run(linear_weight_grad_gemm(dpre, in, dW, M, K, N));
+  if (din.data != nullptr) gemm_->run(linear_input_grad_gemm(dpre, W, din, M, K, N, accumulate_din));
 }
 
 }  // namespace bert
