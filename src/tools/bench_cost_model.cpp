@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <memory>
 
-#include "perf/cost_model_ops.h"
 #include "core/error.h"
 #include "data/length_bin_source.h"
 #include "dist/communicator.h"
+#include "perf/cost_model_ops.h"
 #include "session/session.h"
 
 namespace bert_tools {

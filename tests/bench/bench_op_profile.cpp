@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "perf/op_profiler.h"
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "perf/op_profiler.h"
 #include "session/session.h"
 
 namespace {

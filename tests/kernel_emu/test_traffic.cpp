@@ -16,12 +16,12 @@
 #include <memory>
 #include <string>
 
-#include "perf/cost_model_ops.h"
 #include "cuda_runtime_emu.h"
 #include "data/synthetic_source.h"
 #include "dist/communicator.h"
 #include "model/model_inputs.h"
 #include "model/param_table.h"
+#include "perf/cost_model_ops.h"
 #include "session/session.h"
 
 namespace bert {

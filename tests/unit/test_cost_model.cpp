@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "perf/cost_model_ops.h"
 #include "core/error.h"
+#include "perf/cost_model_ops.h"
 
 namespace bert {
 namespace {

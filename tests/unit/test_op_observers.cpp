@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "../expect_error.h"
-#include "perf/op_profiler.h"
 #include "backend/op_sync_check.h"
+#include "perf/op_profiler.h"
 #include "session/session.h"
 
 namespace bert {
