@@ -12,6 +12,7 @@
 #include "ckpt/import_source.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "model/param_table.h"
 
 namespace bert {
@@ -221,6 +222,36 @@ ImportReport import_weights(const std::string& source, const ImportOptions& opti
   }
   write_checkpoint(output, c);
   return report;
+}
+
+void adapt_to_task(const ParamTable& table, const float* flat, const std::string& path, TensorMap& tensors) {
+  std::vector<std::string> dropped;
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    const std::string& name = it->first;
+    const bool foreign_head = name.rfind("cls.", 0) == 0 || name.rfind("classifier.", 0) == 0 ||
+                              name.rfind("qa_outputs.", 0) == 0 || name.rfind("bert.pooler.", 0) == 0;
+    if (table.find(name) < 0 && foreign_head) {
+      dropped.push_back(name);
+      it = tensors.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  bool has_head = false;
+  for (size_t i = table.first_head_entry; i < table.entries.size(); ++i) has_head = has_head || tensors.count(table.entries[i].name);
+  std::string initialised;
+  if (!has_head) {
+    const TensorMap mine = tensors_of(table, flat);
+    for (size_t i = table.first_head_entry; i < table.entries.size(); ++i) {
+      const std::string& name = table.entries[i].name;
+      tensors[name] = mine.at(name);
+      initialised += (initialised.empty() ? "" : ", ") + name;
+    }
+  }
+  std::string note = "fine-tuning from '" + path + "'";
+  if (!dropped.empty()) note += ": " + std::to_string(dropped.size()) + " tensors of other heads not used";
+  if (!initialised.empty()) note += "; initialised " + initialised;
+  log_message(log_info, note);
 }
 
 }  // namespace bert

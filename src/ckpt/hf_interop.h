@@ -41,6 +41,13 @@ struct ImportReport {
 // every parameter. Source tensors that place nowhere are reported, not fatal.
 ImportReport import_weights(const std::string& source, const ImportOptions& options, const std::string& output);
 
+// Fine-tuning from another model's weights (`tensors`, read from `path`): heads this task does not
+// have (pretraining's cls.*, another task's classifier, a pooler HF's QA/token models lack) are
+// dropped, and a file without this task's head keeps the head initialised in `flat` (normal(0,
+// initializer_range), zero bias), as Hugging Face's from_pretrained does; one log line says what
+// changed. The encoder must be complete (the caller's load checks it).
+void adapt_to_task(const ParamTable& table, const float* flat, const std::string& path, TensorMap& tensors);
+
 // The engine's name for a source tensor name (HF or DLE spelling); the MLM decoder keeps its
 // name "cls.predictions.decoder.weight" (the import checks that it is tied).
 std::string canonical_param_name(const std::string& source_name);
