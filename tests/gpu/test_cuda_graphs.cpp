@@ -5,7 +5,7 @@
 // uploaded while capturing). Capturing writes nothing; each graph launch equals the same ops run
 // directly, bitwise, also after new input values are uploaded (a graph reads memory when it
 // runs). Waiting for the stream while it captures fails and invalidates the capture; a refused
-// recording names the config switch that runs without graphs. On a GPU
+// recording names the config switch that runs without graphs, and an unjoined forked stream. On a GPU
 // and under the emulation (emulated_cuda_graphs), whose runtime records and replays the work.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -164,6 +164,35 @@ TEST_F(CudaGraphs, ARefusedRecordingFailsNamingTheConfigSwitch) {
   (void)cudaGetLastError();
   run_layer();
   ops->synchronize();
+}
+
+// A recording that forks a second stream through an event and never joins it back fails naming
+// the unjoined stream (not an allocation or a wait), and the stream works directly again.
+TEST_F(CudaGraphs, ARecordingWithAnUnjoinedForkFailsNamingIt) {
+  run_layer();
+  cudaStream_t side = nullptr;
+  cudaEvent_t forked = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), cudaSuccess);
+  void* scratch = ops->alloc(256);
+  testing::expect_error(
+      [&] {
+        ops->record([&] {
+          run_layer();
+          ASSERT_EQ(cudaEventRecord(forked, stream), cudaSuccess);
+          ASSERT_EQ(cudaStreamWaitEvent(side, forked, 0), cudaSuccess);
+          ASSERT_EQ(cudaMemsetAsync(scratch, 0, 256, side), cudaSuccess);  // no event back to `stream`
+        });
+      },
+      Code::backend, {"recording the work as a CUDA graph failed",
+                      "a stream that joined the recording through an event was not joined back",
+                      "config key 'train.cuda_graphs' = false"});
+  (void)cudaGetLastError();
+  run_layer();
+  ops->synchronize();
+  ops->release(scratch);
+  EXPECT_EQ(cudaEventDestroy(forked), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
 }
 
 // Recording work that differs from the direct run before it is refused by name where it would miss

@@ -10,7 +10,8 @@
 // Stricter than NCCL: ranks issuing different collectives (kind, count, type, operation, root)
 // fail with ncclInvalidUsage naming both instead of hanging or mixing data; a rank left waiting
 // for its peers fails after BERT_EMU_NCCL_TIMEOUT_S (default 60) with ncclRemoteError, and so do
-// the ranks still waiting with it; buffers outside device allocations are refused.
+// the ranks still waiting with it (a blocking init too); buffers outside device allocations, and
+// calls before a non-blocking init has completed, are refused.
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <nccl.h>
@@ -238,6 +239,11 @@ ncclResult_t issue(ncclComm_t comm, const Call& call, const void* send, size_t s
     comm->last_error = std::string(kind_name(call.kind)) + ": a buffer outside device memory";
     return ncclInvalidArgument;
   }
+  if (comm->state == ncclInProgress) {  // NCCL: no operation before the communicator is ready
+    comm->last_error = std::string(kind_name(call.kind)) +
+                       " before the communicator finished initialising (ncclCommGetAsyncError said ncclInProgress)";
+    return ncclInvalidUsage;
+  }
   if (comm->state != ncclSuccess) return comm->state;
   auto enqueue = [stream, work = std::move(work)] { cuda_emu::enqueue(stream, work); };
   if (t_group_depth > 0) {
@@ -306,8 +312,17 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
   comm->state = ncclInProgress;
   *out = comm.release();
   if (!(*out)->blocking) return ncclInProgress;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds());
   ncclResult_t state = ncclInProgress;
-  while (state == ncclInProgress) ncclCommGetAsyncError(*out, &state);
+  while (state == ncclInProgress) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      (*out)->fail(ncclRemoteError, "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " waited " +
+                                        std::to_string(timeout_seconds()) + " s in ncclCommInitRank for the other ranks");
+      shm_unlink((*out)->name.c_str());  // leave no segment behind
+      return ncclRemoteError;
+    }
+    ncclCommGetAsyncError(*out, &state);
+  }
   return state;
 }
 

@@ -1,10 +1,10 @@
 // The emulation's NCCL (nccl_emu.cpp) and streams (cuda_runtime_emu.cpp) against what NCCL and
 // CUDA document, so that emulated_nccl's verdicts on nccl_communicator.cpp can be trusted: each
 // collective's result with two ranks (processes forked from the test, as mpirun would start
-// them), a mismatched collective and an absent rank failing by name instead of hanging, a fork
-// in a capture that is not joined back failing the capture, and (run with
-// BERT_EMU_DEFER_STREAMS=1) a missing event wait between streams giving the stale data a GPU
-// could give.
+// them), a mismatched collective, an absent rank and a communicator not yet ready failing by
+// name instead of hanging, a fork in a capture that is not joined back failing the capture, and
+// (run with BERT_EMU_DEFER_STREAMS=1) a missing event wait between streams giving the stale data
+// a GPU could give.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -156,6 +156,31 @@ TEST(NcclEmulation, ARankThatNeverComesFailsTheOthersAfterTheTimeout) {
     EXPECT_NE(error.find("rank 0 of 2 waited"), std::string::npos) << error;
     EXPECT_NE(error.find("ncclAllReduce"), std::string::npos) << error;
   });
+  unsetenv("BERT_EMU_NCCL_TIMEOUT_S");
+}
+
+// NCCL's rules for a communicator that is not ready: a collective issued before a non-blocking
+// init completed is refused by name; a blocking init whose peer never comes fails after the timeout.
+TEST(NcclEmulation, ACommunicatorNotYetReadyRefusesCollectivesAndABlockingInitTimesOut) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInProgress);
+  float* x = device_copy(std::vector<float>{1.0f});
+  EXPECT_EQ(ncclAllReduce(x, x, 1, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclAllReduce before the communicator finished initialising"),
+            std::string::npos)
+      << ncclGetLastError(comm);
+  EXPECT_EQ(settle(comm), ncclSuccess);
+  ncclCommDestroy(comm);
+
+  setenv("BERT_EMU_NCCL_TIMEOUT_S", "1", 1);
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, id, 0), ncclRemoteError);  // rank 1 never comes
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("rank 0 of 2 waited"), std::string::npos) << ncclGetLastError(comm);
+  ncclCommDestroy(comm);
   unsetenv("BERT_EMU_NCCL_TIMEOUT_S");
 }
 
