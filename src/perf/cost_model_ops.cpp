@@ -43,14 +43,6 @@ int64_t segment_chunks(const std::vector<ParamSegment>& segs) {
   return c;
 }
 
-// The GEMM batches CudaOps runs for the layout (attention_plan.h): one per head over the
-// sequences of a padded batch of more sequences than heads, else one per sequence over the heads.
-template <typename F>
-void for_each_gemm_batch(const AttentionShape& a, const AttentionLayout& layout, F&& f) {
-  if (!attention_by_head(layout, a.heads)) return for_each_sequence(a, layout, f);
-  for (int h = 0; h < a.heads; ++h) f(head_batch(a, h, layout.num_seqs(), layout.uniform_length()));
-}
-
 // The sequence table of a packed layout: num_seqs + 1 token starts and num_seqs probs offsets.
 double softmax_table_bytes(const AttentionLayout& layout) {
   return layout.uniform_length() > 0 ? 0.0 : 8.0 * (2 * layout.num_seqs() + 1);
@@ -500,17 +492,16 @@ void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const fl
   if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim, site.p != 0.0f);
   const AttentionShape a(heads, head_dim, site);
   const bool dropout = site.p != 0.0f;
-  const bool by_head = attention_by_head(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const double all = static_cast<double>(elems), T = static_cast<double>(layout.total_tokens());
   const double size = static_cast<double>(dtype_bytes(probs.type));  // P, its dropped copy and ctx
   const Act p = dropout ? scratch(0, elems, probs.type) : probs;
   const char* op = "attention_fwd";
   const char* kind = "gemm (attention)";
-  if (!by_head) softmax_table(op, layout, heads);
+  softmax_table(op, layout, heads);
   stage(op, qkv, layout.total_tokens() * a.ld_qkv);
   for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_scores_gemm(a, x, qkv, probs)); });
-  const double table = by_head ? 0 : softmax_table_bytes(layout);
+  const double table = softmax_table_bytes(layout);
   if (all > 0) add(op, "softmax", 6 * all, size * all + 4 * T + table, size * all * (dropout ? 2 : 1));  // one launch
   stage(op, p, elems);  // P (or its dropped copy) staged once
   for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_context_gemm(a, x, p, qkv, ctx)); });
@@ -523,7 +514,6 @@ void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, Con
   if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim, site.p != 0.0f);
   const AttentionShape a(heads, head_dim, site);
   const bool dropout = site.p != 0.0f;
-  const bool by_head = attention_by_head(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const double all = static_cast<double>(elems);
   const double size = static_cast<double>(dtype_bytes(probs.type));  // P, dropped P, dS and dqkv
@@ -531,7 +521,7 @@ void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, Con
   const Act dgrad = scratch(1, elems, probs.type);
   const char* op = "attention_bwd";
   const char* kind = "gemm (attention)";
-  if (!by_head) softmax_table(op, layout, heads);
+  softmax_table(op, layout, heads);
   if (dropout && all > 0) add(op, "dropout/residual", 4 * all, size * all, size * all);
   stage(op, qkv, layout.total_tokens() * a.ld_qkv);
   stage(op, dctx, layout.total_tokens() * a.H);
@@ -540,7 +530,7 @@ void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, Con
     gemm(op, kind, attention_value_grad_gemm(a, x, p, dctx, dqkv));
     gemm(op, kind, attention_probs_grad_gemm(a, x, dctx, qkv, dgrad));
   });
-  const double table = by_head ? 0 : softmax_table_bytes(layout);
+  const double table = softmax_table_bytes(layout);
   if (all > 0) add(op, "softmax", 6 * all, 2 * size * all + table, size * all);  // one launch
   stage(op, dgrad, elems);  // dS feeds two GEMMs: staged once
   for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {

@@ -1,5 +1,5 @@
-// The reference attention's launch plan on the GPU: which path a batch takes, the shape every
-// path derives, and its GEMMs, each written once. CUDA-free, so that CudaOps
+// The reference attention's launch plan on the GPU: the shape it derives, how a batch's GEMMs are
+// batched, and the GEMMs, each written once. CUDA-free, so that CudaOps
 // (cuda_attention.cpp) and the cost model (src/perf/cost_model_ops.cpp) make the same choice and
 // describe the same GEMMs.
 #pragma once
@@ -28,11 +28,6 @@ struct AttentionShape {
   float keep_scale;  // of the kept probabilities, 1/(1 - p)
 };
 
-// Padded batches of more sequences than heads run as GEMMs batched over the sequences, one per
-// head (attention_*_by_head); other batches as GEMMs batched over the heads, one per sequence.
-inline bool attention_by_head(const AttentionLayout& layout, int heads) {
-  return layout.uniform_length() > 0 && layout.num_seqs() > heads;
-}
 
 // Where the first (sequence, head) operand of one batched attention GEMM starts — in elements
 // of [T, 3H] Q/K/V (and their gradient), of [T, H] context (and its gradient), of the
@@ -50,22 +45,28 @@ inline AttentionBatch sequence_batch(const AttentionShape& a, int64_t s0, int64_
           .qkv_stride = a.head_dim, .ctx_stride = a.head_dim, .probs_stride = L * L};
 }
 
-// Calls f(sequence_batch(...)) for each non-empty sequence of `layout`, in order.
+// Head h of a padded batch of `seqs` sequences of L tokens, over the sequences.
+inline AttentionBatch head_batch(const AttentionShape& a, int h, int seqs, int64_t L) {
+  return {.L = L, .batch = seqs, .qkv_at = static_cast<int64_t>(h) * a.head_dim,
+          .ctx_at = static_cast<int64_t>(h) * a.head_dim, .probs_at = h * L * L, .qkv_stride = L * a.ld_qkv,
+          .ctx_stride = L * a.H, .probs_stride = a.heads * L * L};
+}
+
+// Calls f(batch) for each GEMM batch of the layout, in order: padded batches of more sequences
+// than heads run as GEMMs batched over the sequences, one per head; other batches as GEMMs
+// batched over the heads, one per non-empty sequence.
 template <typename F>
-void for_each_sequence(const AttentionShape& a, const AttentionLayout& layout, F&& f) {
+void for_each_gemm_batch(const AttentionShape& a, const AttentionLayout& layout, F&& f) {
+  if (const int64_t L = layout.uniform_length(); L > 0 && layout.num_seqs() > a.heads) {
+    for (int h = 0; h < a.heads; ++h) f(head_batch(a, h, layout.num_seqs(), L));
+    return;
+  }
   int64_t probs_at = 0;  // probs_offset of sequence b
   for (int b = 0; b < layout.num_seqs(); ++b) {
     const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
     if (L > 0) f(sequence_batch(a, s0, L, probs_at));
     probs_at += a.heads * L * L;
   }
-}
-
-// Head h of a padded batch of `seqs` sequences of L tokens, over the sequences.
-inline AttentionBatch head_batch(const AttentionShape& a, int h, int seqs, int64_t L) {
-  return {.L = L, .batch = seqs, .qkv_at = static_cast<int64_t>(h) * a.head_dim,
-          .ctx_at = static_cast<int64_t>(h) * a.head_dim, .probs_at = h * L * L, .qkv_stride = L * a.ld_qkv,
-          .ctx_stride = L * a.H, .probs_stride = a.heads * L * L};
 }
 
 // P = Q · K^T.

@@ -1,13 +1,14 @@
 // Reference attention on the GPU for padded and variable-length (packed) batches: per sequence,
-// head-batched strided cuBLASLt GEMMs (scores = Q·K^T, ctx = dropout(P)·V and their backward)
+// head-batched strided cuBLASLt GEMMs (per head, sequence-batched, for padded batches of more
+// sequences than heads) (scores = Q·K^T, ctx = dropout(P)·V and their backward)
 // around the fused scale+mask+softmax(+dropout) kernels, which run once per call over every
 // sequence. Scores are written straight into the saved probs array, and dropped P and dS are
 // laid out like it (in the activation type), so the dropout element index is the index there, as
 // on the CPU. With 16-bit activations the GEMMs read and write them directly; with fp32 ones in
 // bf16/fp16 the GEMMs read Q, K, V, dctx, dropped P and dS from 16-bit copies staged once per
 // call (LtGemm::stage) rather than casting their slices for every sequence and GEMM. With
-// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout. The
-// path choice and the GEMMs are written once in attention_plan.h, which the cost model reads too.
+// fused attention both directions go to FusedAttention (cuDNN) instead, for every layout. How the
+// GEMMs are batched, and the GEMMs, are written once in attention_plan.h, which the cost model reads too.
 #include <vector>
 
 #include "backend/cuda/attention_plan.h"
@@ -42,21 +43,17 @@ void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* 
     fused_->forward(ctx, fused_stats(probs), qkv, key_bias, layout, heads, head_dim, site);
     return;
   }
-  if (attention_by_head(layout, heads)) {
-    attention_fwd_by_head(ctx, probs, qkv, key_bias, layout.num_seqs(), layout.uniform_length(), heads, head_dim, site);
-    return;
-  }
   const AttentionShape a(heads, head_dim, site);
   const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
   const int64_t elems = layout.probs_elems(heads);
   const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const StagedOperands staged(*gemm_);
   gemm_->stage(qkv, layout.total_tokens() * a.ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
-  for_each_sequence(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_scores_gemm(a, x, qkv, probs)); });
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_scores_gemm(a, x, qkv, probs)); });
   kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, a.scale, site, a.keep_scale, stream_);
   const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
   gemm_->stage(p, elems);
-  for_each_sequence(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_context_gemm(a, x, p, qkv, ctx)); });
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_context_gemm(a, x, p, qkv, ctx)); });
 }
 
 void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
@@ -64,10 +61,6 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
                                  const DropoutSite& site) {
   if (fused_ != nullptr) {
     fused_->backward(dqkv, dctx, ctx, qkv, fused_stats(probs), layout, heads, head_dim, site);
-    return;
-  }
-  if (attention_by_head(layout, heads)) {
-    attention_bwd_by_head(dqkv, dctx, qkv, probs, layout.num_seqs(), layout.uniform_length(), heads, head_dim, site);
     return;
   }
   const AttentionShape a(heads, head_dim, site);
@@ -82,13 +75,13 @@ void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct
   gemm_->stage(qkv, layout.total_tokens() * a.ld_qkv);  // cast to 16 bits once, not per GEMM
   gemm_->stage(dctx, layout.total_tokens() * a.H);
   gemm_->stage(p, elems);
-  for_each_sequence(a, layout, [&](const AttentionBatch& x) {
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
     gemm_->run(attention_value_grad_gemm(a, x, p, dctx, dqkv));
     gemm_->run(attention_probs_grad_gemm(a, x, dctx, qkv, dgrad));
   });
   kernels::attention_softmax_bwd(dgrad, probs, seqs, heads, a.scale, site, a.keep_scale, stream_);
   gemm_->stage(dgrad, elems);  // dS feeds two GEMMs: cast once
-  for_each_sequence(a, layout, [&](const AttentionBatch& x) {
+  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
     gemm_->run(attention_query_grad_gemm(a, x, dgrad, qkv, dqkv));
     gemm_->run(attention_key_grad_gemm(a, x, dgrad, qkv, dqkv));
   });
@@ -111,51 +104,6 @@ kernels::SoftmaxSequences CudaOps::softmax_sequences(const AttentionLayout& layo
     host_seqs_ = std::move(words);
   }
   return kernels::SoftmaxSequences{device, n, layout.max_len()};
-}
-
-// Padded batches: sequence b's block of probs starts at b·heads·L² (its probs_offset), and for a
-// fixed head every operand advances by a constant stride from one sequence to the next, so each
-// GEMM runs once per head, batched over the sequences.
-void CudaOps::attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs,
-                                    int64_t L, int heads, int head_dim, const DropoutSite& site) {
-  const AttentionShape a(heads, head_dim, site);
-  const int64_t block = heads * L * L;  // one sequence's probabilities
-  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, seqs * block) : Act();
-  const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, seqs * L * a.ld_qkv);
-  for (int h = 0; h < heads; ++h) gemm_->run(attention_scores_gemm(a, head_batch(a, h, seqs, L), qkv, probs));
-  const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
-  kernels::attention_softmax_fwd(probs, dropped, key_bias, padded, heads, a.scale, site, a.keep_scale, stream_);
-  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
-  gemm_->stage(p, seqs * block);
-  for (int h = 0; h < heads; ++h) gemm_->run(attention_context_gemm(a, head_batch(a, h, seqs, L), p, qkv, ctx));
-}
-
-void CudaOps::attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs,
-                                    int64_t L, int heads, int head_dim, const DropoutSite& site) {
-  const AttentionShape a(heads, head_dim, site);
-  const int64_t block = heads * L * L;
-  const size_t all = static_cast<size_t>(seqs) * block;
-  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, all) : Act();
-  const Act dgrad = scratch_act(*attn_b_, all);
-  // The dropout index of an element is its index in probs, for all sequences at once.
-  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, seqs * block, site, a.keep_scale, 0, stream_);
-  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
-  const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, seqs * L * a.ld_qkv);
-  gemm_->stage(dctx, seqs * L * a.H);
-  gemm_->stage(p, seqs * block);
-  for (int h = 0; h < heads; ++h) {
-    gemm_->run(attention_value_grad_gemm(a, head_batch(a, h, seqs, L), p, dctx, dqkv));
-    gemm_->run(attention_probs_grad_gemm(a, head_batch(a, h, seqs, L), dctx, qkv, dgrad));
-  }
-  const kernels::SoftmaxSequences padded{nullptr, seqs, static_cast<int>(L)};
-  kernels::attention_softmax_bwd(dgrad, probs, padded, heads, a.scale, site, a.keep_scale, stream_);
-  gemm_->stage(dgrad, seqs * block);  // dS feeds two GEMMs per head: cast once
-  for (int h = 0; h < heads; ++h) {
-    gemm_->run(attention_query_grad_gemm(a, head_batch(a, h, seqs, L), dgrad, qkv, dqkv));
-    gemm_->run(attention_key_grad_gemm(a, head_batch(a, h, seqs, L), dgrad, qkv, dqkv));
-  }
 }
 
 }  // namespace bert

@@ -112,12 +112,6 @@ class CudaOps final : public Ops {
   void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
                           const AttentionLayout& layout, int heads, int head_dim,
                           const DropoutSite& site) override;
-  // Padded batches of more sequences than heads: the attention GEMMs loop over heads, each
-  // batched over the sequences (uniform strides), instead of over sequences (uniform length L).
-  void attention_fwd_by_head(Act ctx, Act probs, ConstAct qkv, const float* key_bias, int seqs, int64_t L,
-                             int heads, int head_dim, const DropoutSite& site);
-  void attention_bwd_by_head(Act dqkv, ConstAct dctx, ConstAct qkv, ConstAct probs, int seqs, int64_t L, int heads,
-                             int head_dim, const DropoutSite& site);
   // `elems` activation-typed elements of a scratch buffer.
   Act scratch_act(ScratchBuffer& scratch, int64_t elems);
   // Where the attention softmax finds each sequence: padded batches by arithmetic; packed ones
