@@ -45,6 +45,304 @@ struct ParamSegment {
   bool operator==(const ParamSegment&) const = default;
 };
 
+// ---- the ops' arguments ----------------------------------------------------------------------
+// Each numeric op takes one argument struct, its signature written once here (and listed in
+// BERT_NUMERIC_OPS below): the public Ops method of the same name checks it (ops.cpp) and hands it
+// to the backend's <op>_impl. Callers fill it in order ({out, in, ...}) or by name ({.out = ...}).
+
+// ---- embeddings ----
+// out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
+struct EmbeddingFwdArgs {
+  Act out;
+  const int32_t* word_ids;
+  const int32_t* pos_ids;
+  const int32_t* type_ids;
+  const float* word_emb;
+  const float* pos_emb;
+  const float* type_emb;
+  int64_t T;
+  int H;
+};
+// Accumulates (+=) dout rows into the three tables' gradients, deterministically.
+struct EmbeddingBwdArgs {
+  float* dword;
+  float* dpos;
+  float* dtype;
+  ConstAct dout;
+  const int32_t* word_ids;
+  const int32_t* pos_ids;
+  const int32_t* type_ids;
+  int64_t T;
+  int H;
+};
+
+// ---- dense layers ----
+// out[M,N] = act(in[M,K] · W[N,K]^T + b[N]). b may be null. When act != none, pre_act[M,N]
+// receives the pre-activation for the backward pass (else it may be null).
+struct LinearFwdArgs {
+  Act out;
+  Act pre_act;
+  ConstAct in;
+  const float* W;
+  const float* b;
+  int64_t M;
+  int K;
+  int N;
+  Activation act;
+};
+// dpre = dout ⊙ act'(pre_act) (dpre = dout when act == none; dpre_scratch [M,N] is used
+// only when act != none). dW[N,K] += dpre^T·in, db[N] += Σ_rows dpre (db may be null),
+// din[M,K] = dpre·W (or += when accumulate_din; din may be null).
+struct LinearBwdArgs {
+  Act din;
+  float* dW;
+  float* db;
+  ConstAct dout;
+  ConstAct in;
+  const float* W;
+  ConstAct pre_act;
+  Act dpre_scratch;
+  int64_t M;
+  int K;
+  int N;
+  Activation act;
+  bool accumulate_din;
+};
+// out = act(pre) over n elements (activation recomputation in backward).
+struct ActivationFwdArgs {
+  Act out;
+  ConstAct pre;
+  int64_t n;
+  Activation act;
+};
+
+// ---- normalisation, dropout, residual ----
+// out = (in - mean)·rstd·gamma + beta per row of in[M,N]; mean[M], rstd[M] saved.
+struct LayernormFwdArgs {
+  Act out;
+  float* mean;
+  float* rstd;
+  ConstAct in;
+  const float* gamma;
+  const float* beta;
+  int64_t M;
+  int N;
+  float eps;
+};
+// din[M,N] = (overwritten) gradient of the input; dgamma, dbeta [N] accumulate (+=).
+struct LayernormBwdArgs {
+  Act din;
+  float* dgamma;
+  float* dbeta;
+  ConstAct dout;
+  ConstAct in;
+  const float* mean;
+  const float* rstd;
+  const float* gamma;
+  int64_t M;
+  int N;
+};
+// out = dropout(in) + residual (residual may be null); n elements.
+struct DropoutResidualFwdArgs {
+  Act out;
+  ConstAct in;
+  ConstAct residual;
+  int64_t n;
+  DropoutSite site;
+};
+// din = dout ⊙ mask / (1 - p) for the mask of `site`; din may alias dout.
+struct DropoutBwdArgs {
+  Act din;
+  ConstAct dout;
+  int64_t n;
+  DropoutSite site;
+};
+// A post-LN residual block in one pass per row: res = dropout(in) + residual (the mask of
+// `site`, the same Philox stream as dropout_residual_fwd), out = LayerNorm(res) as
+// layernorm_fwd; in, residual, res, out [M,N], mean, rstd [M]. res, mean and rstd are what the
+// backward reads: with them it reads two [M,N] tensors (dout, res) and writes two (d_in,
+// d_residual); the mask is drawn again from `site`, not stored. (Recovering x̂ from out as
+// (out - beta) / gamma would save the res write but divides by gamma and changes the bits.)
+struct ResidualLayernormFwdArgs {
+  Act out;
+  Act res;
+  float* mean;
+  float* rstd;
+  ConstAct in;
+  ConstAct residual;
+  const float* gamma;
+  const float* beta;
+  int64_t M;
+  int N;
+  float eps;
+  DropoutSite site;
+};
+// Its backward: d_res = LayerNorm backward of dout; d_residual = d_res (overwritten; may alias
+// dout), d_in = d_res ⊙ mask / (1 - p) (overwritten; aliases neither); dgamma, dbeta [N]
+// accumulate (+=), reduced in a fixed order of row chunks.
+struct ResidualLayernormBwdArgs {
+  Act d_in;
+  Act d_residual;
+  float* dgamma;
+  float* dbeta;
+  ConstAct dout;
+  ConstAct res;
+  const float* mean;
+  const float* rstd;
+  const float* gamma;
+  int64_t M;
+  int N;
+  DropoutSite site;
+};
+
+// ---- attention ----
+// qkv [T, 3H] holds Q | K | V for each token (head h uses columns h*D..h*D+D-1 of each).
+// For each sequence and head: P = softmax(Q K^T / sqrt(D) + key_bias), saved into probs
+// (pre-dropout, layout per AttentionLayout::probs_offset, then [head][query][key]);
+// ctx [T,H] = dropout(P) · V. key_bias [T] is the additive mask (0 or -10000) per key token.
+struct AttentionFwdArgs {
+  Act ctx;
+  Act probs;
+  ConstAct qkv;
+  const float* key_bias;
+  const AttentionLayout& layout;
+  int heads;
+  int head_dim;
+  DropoutSite site;
+};
+// dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs, the forward's output ctx
+// (unchanged since; a fused attention reads it back) and the same site.
+struct AttentionBwdArgs {
+  Act dqkv;
+  ConstAct dctx;
+  ConstAct ctx;
+  ConstAct qkv;
+  ConstAct probs;
+  const AttentionLayout& layout;
+  int heads;
+  int head_dim;
+  DropoutSite site;
+};
+
+// ---- gathers for the heads ----
+// out[i] = in[rows[i]] for i < n (rows of width H).
+struct GatherRowsArgs {
+  Act out;
+  ConstAct in;
+  const int32_t* rows;
+  int64_t n;
+  int H;
+};
+// dst[rows[i]] += src[i], deterministically (rows may repeat).
+struct ScatterAddRowsArgs {
+  Act dst;
+  ConstAct src;
+  const int32_t* rows;
+  int64_t n;
+  int H;
+};
+
+// ---- loss ----
+// Softmax cross-entropy per row of logits[M, ld] over the first V columns (columns V..ld-1
+// are padding and are excluded). Row i with labels[i] < 0 is ignored (loss 0, gradient 0).
+// losses[M] = logsumexp - logit[label]; correct[M] = (argmax == label) (may be null);
+// dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns (grad_scale may be
+// read from backend memory as the work runs: ScaleArg). dlogits may alias logits.
+struct SoftmaxXentArgs {
+  Act dlogits;
+  float* losses;
+  int32_t* correct;
+  ConstAct logits;
+  const int32_t* labels;
+  int64_t M;
+  int V;
+  int ld;
+  ScaleArg grad_scale;
+};
+
+// ---- optimizer ----
+// host_out[s] = Σ x[i]^2 over segment s, in a fixed order (deterministic).
+struct SegmentSumsqArgs {
+  double* host_out;
+  const float* x;
+  const std::vector<ParamSegment>& segs;
+};
+// Per element of each segment: g = grad·grad_scale; m = β1 m + (1-β1) g;
+// v = β2 v + (1-β2) g²; update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay_s · param.
+// With host_sumsq (2 · segments doubles, host memory) the same pass also gives what LAMB's trust
+// ratios need: host_sumsq[s] = Σ param² and host_sumsq[S + s] = Σ update² over segment s,
+// equal to segment_sumsq of param and of the new update (same chunks, same summation order).
+struct AdamDirectionArgs {
+  float* update;
+  float* m;
+  float* v;
+  const float* grad;
+  const float* param;
+  const std::vector<ParamSegment>& segs;
+  AdamStepArgs args;
+  double* host_sumsq = nullptr;
+};
+// param -= host_scale[s] · update over each segment s.
+struct ApplyUpdateArgs {
+  float* param;
+  const float* update;
+  const std::vector<ParamSegment>& segs;
+  const std::vector<float>& host_scale;
+};
+// One unsharded optimizer step over the tensors `segs` with its scalars in backend memory
+// (`state`, see OptimizerStepState), queued without a host transfer so that recorded work can
+// hold it: the gradient's Σ grad² per segment, derive_step_scalars (norm, skip flag, clipped
+// gradient factor), adam_direction (with LAMB's sums), each segment's update_scale and
+// apply_update; a skipped step leaves moments and weights as they were. The same bits as those
+// ops driven from the host with the same scalar functions (Optimizer::step).
+struct OptimizerStepArgs {
+  float* param;
+  float* m;
+  float* v;
+  float* update;
+  const float* grad;
+  const std::vector<ParamSegment>& segs;
+  TrustRatio trust;
+  OptimizerStepState* state;
+};
+
+// Every numeric op as X(name, argument struct), the one list of them: Ops declares for each a
+// public method `name` (ops.cpp: checks, observers) and a private pure `name##_impl`, and a backend
+// declares its implementations with BERT_NUMERIC_OPS(BERT_OP_OVERRIDE).
+#define BERT_NUMERIC_OPS(X)                           \
+  X(embedding_fwd, EmbeddingFwdArgs)                  \
+  X(embedding_bwd, EmbeddingBwdArgs)                  \
+  X(linear_fwd, LinearFwdArgs)                        \
+  X(linear_bwd, LinearBwdArgs)                        \
+  X(activation_fwd, ActivationFwdArgs)                \
+  X(layernorm_fwd, LayernormFwdArgs)                  \
+  X(layernorm_bwd, LayernormBwdArgs)                  \
+  X(dropout_residual_fwd, DropoutResidualFwdArgs)     \
+  X(dropout_bwd, DropoutBwdArgs)                      \
+  X(residual_layernorm_fwd, ResidualLayernormFwdArgs) \
+  X(residual_layernorm_bwd, ResidualLayernormBwdArgs) \
+  X(attention_fwd, AttentionFwdArgs)                  \
+  X(attention_bwd, AttentionBwdArgs)                  \
+  X(gather_rows, GatherRowsArgs)                      \
+  X(scatter_add_rows, ScatterAddRowsArgs)             \
+  X(softmax_xent, SoftmaxXentArgs)                    \
+  X(segment_sumsq, SegmentSumsqArgs)                  \
+  X(adam_direction, AdamDirectionArgs)                \
+  X(apply_update, ApplyUpdateArgs)                    \
+  X(optimizer_step, OptimizerStepArgs)
+#define BERT_OP_OVERRIDE(name, Args) void name##_impl(const Args& a) override;
+// The rest of a backend's implementations (memory, synchronize, scale), which take plain
+// arguments: declared in its class by this one line beside BERT_NUMERIC_OPS(BERT_OP_OVERRIDE).
+#define BERT_PLAIN_OVERRIDES                                                   \
+  void* alloc_impl(size_t bytes) override;                                     \
+  void release_impl(void* ptr) override;                                       \
+  void upload_impl(void* dst, const void* host_src, size_t bytes) override;    \
+  void download_impl(void* host_dst, const void* src, size_t bytes) override;  \
+  void copy_impl(void* dst, const void* src, size_t bytes) override;           \
+  void fill_zero_impl(void* dst, size_t bytes) override;                       \
+  void synchronize_impl() override;                                            \
+  void scale_impl(float* x, float a, int64_t n) override;
+
 // Backend work recorded once and run again (a CUDA graph): replay() queues it as recorded, reading
 // memory when it runs, so inputs uploaded before a replay are what it sees. A recording holds the
 // backend's internal buffers by address: replay() returns false, queueing nothing, once the
@@ -146,117 +444,10 @@ class Ops {
   // miss one (it would replay on stale weights), so callers refresh before recording or replaying.
   virtual void refresh_weights() {}
 
-  // ---- embeddings ---------------------------------------------------------------------
-  // out[t] = word[word_ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]; out [T,H].
-  void embedding_fwd(Act out, const int32_t* word_ids, const int32_t* pos_ids,
-                     const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                     const float* type_emb, int64_t T, int H);
-  // Accumulates (+=) dout rows into the three tables' gradients, deterministically.
-  void embedding_bwd(float* dword, float* dpos, float* dtype, ConstAct dout,
-                     const int32_t* word_ids, const int32_t* pos_ids,
-                     const int32_t* type_ids, int64_t T, int H);
-
-  // ---- dense layers -------------------------------------------------------------------
-  // out[M,N] = act(in[M,K] · W[N,K]^T + b[N]). b may be null. When act != none, pre_act[M,N]
-  // receives the pre-activation for the backward pass (else it may be null).
-  void linear_fwd(Act out, Act pre_act, ConstAct in, const float* W,
-                  const float* b, int64_t M, int K, int N, Activation act);
-  // dpre = dout ⊙ act'(pre_act) (dpre = dout when act == none; dpre_scratch [M,N] is used
-  // only when act != none). dW[N,K] += dpre^T·in, db[N] += Σ_rows dpre (db may be null),
-  // din[M,K] = dpre·W (or += when accumulate_din; din may be null).
-  void linear_bwd(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
-                  const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
-                  int K, int N, Activation act, bool accumulate_din);
-
-  // out = act(pre) over n elements (activation recomputation in backward).
-  void activation_fwd(Act out, ConstAct pre, int64_t n, Activation act);
-
-  // ---- normalisation, dropout, residual -----------------------------------------------
-  // out = (in - mean)·rstd·gamma + beta per row of in[M,N]; mean[M], rstd[M] saved.
-  void layernorm_fwd(Act out, float* mean, float* rstd, ConstAct in,
-                     const float* gamma, const float* beta, int64_t M, int N,
-                     float eps);
-  // din[M,N] = (overwritten) gradient of the input; dgamma, dbeta [N] accumulate (+=).
-  void layernorm_bwd(Act din, float* dgamma, float* dbeta, ConstAct dout,
-                     ConstAct in, const float* mean, const float* rstd,
-                     const float* gamma, int64_t M, int N);
-  // out = dropout(in) + residual (residual may be null); n elements.
-  void dropout_residual_fwd(Act out, ConstAct in, ConstAct residual,
-                            int64_t n, const DropoutSite& site);
-  // din = dout ⊙ mask / (1 - p) for the mask of `site`; din may alias dout.
-  void dropout_bwd(Act din, ConstAct dout, int64_t n, const DropoutSite& site);
-  // A post-LN residual block in one pass per row: res = dropout(in) + residual (the mask of
-  // `site`, the same Philox stream as dropout_residual_fwd), out = LayerNorm(res) as
-  // layernorm_fwd; in, residual, res, out [M,N], mean, rstd [M]. res, mean and rstd are what the
-  // backward reads: with them it reads two [M,N] tensors (dout, res) and writes two (d_in,
-  // d_residual); the mask is drawn again from `site`, not stored. (Recovering x̂ from out as
-  // (out - beta) / gamma would save the res write but divides by gamma and changes the bits.)
-  void residual_layernorm_fwd(Act out, Act res, float* mean, float* rstd, ConstAct in,
-                              ConstAct residual, const float* gamma, const float* beta,
-                              int64_t M, int N, float eps, const DropoutSite& site);
-  // Its backward: d_res = LayerNorm backward of dout; d_residual = d_res (overwritten; may alias
-  // dout), d_in = d_res ⊙ mask / (1 - p) (overwritten; aliases neither); dgamma, dbeta [N]
-  // accumulate (+=), reduced in a fixed order of row chunks.
-  void residual_layernorm_bwd(Act d_in, Act d_residual, float* dgamma, float* dbeta,
-                              ConstAct dout, ConstAct res, const float* mean,
-                              const float* rstd, const float* gamma, int64_t M, int N,
-                              const DropoutSite& site);
-
-  // ---- attention ----------------------------------------------------------------------
-  // qkv [T, 3H] holds Q | K | V for each token (head h uses columns h*D..h*D+D-1 of each).
-  // For each sequence and head: P = softmax(Q K^T / sqrt(D) + key_bias), saved into probs
-  // (pre-dropout, layout per AttentionLayout::probs_offset, then [head][query][key]);
-  // ctx [T,H] = dropout(P) · V. key_bias [T] is the additive mask (0 or -10000) per key token.
-  void attention_fwd(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
-                     const AttentionLayout& layout, int heads, int head_dim,
-                     const DropoutSite& site);
-  // dqkv [T,3H] (overwritten) from dctx [T,H], using the saved probs, the forward's output ctx
-  // (unchanged since; a fused attention reads it back) and the same site.
-  void attention_bwd(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
-                     const AttentionLayout& layout, int heads, int head_dim,
-                     const DropoutSite& site);
-
-  // ---- gathers for the heads ----------------------------------------------------------
-  // out[i] = in[rows[i]] for i < n (rows of width H).
-  void gather_rows(Act out, ConstAct in, const int32_t* rows, int64_t n, int H);
-  // dst[rows[i]] += src[i], deterministically (rows may repeat).
-  void scatter_add_rows(Act dst, ConstAct src, const int32_t* rows, int64_t n,
-                        int H);
-
-  // ---- loss -----------------------------------------------------------------------------
-  // Softmax cross-entropy per row of logits[M, ld] over the first V columns (columns V..ld-1
-  // are padding and are excluded). Row i with labels[i] < 0 is ignored (loss 0, gradient 0).
-  // losses[M] = logsumexp - logit[label]; correct[M] = (argmax == label) (may be null);
-  // dlogits[M, ld] = (softmax - onehot) · grad_scale, 0 in padding columns (grad_scale may be
-  // read from backend memory as the work runs: ScaleArg). dlogits may alias logits.
-  void softmax_xent(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                    const int32_t* labels, int64_t M, int V, int ld,
-                    ScaleArg grad_scale);
-
-  // ---- optimizer ------------------------------------------------------------------------
-  // host_out[s] = Σ x[i]^2 over segment s, in a fixed order (deterministic).
-  void segment_sumsq(double* host_out, const float* x,
-                     const std::vector<ParamSegment>& segs);
-  // Per element of each segment: g = grad·grad_scale; m = β1 m + (1-β1) g;
-  // v = β2 v + (1-β2) g²; update = (m/bc1) / (sqrt(v/bc2) + eps) + weight_decay_s · param.
-  // With host_sumsq (2 · segments doubles, host memory) the same pass also gives what LAMB's trust
-  // ratios need: host_sumsq[s] = Σ param² and host_sumsq[S + s] = Σ update² over segment s,
-  // equal to segment_sumsq of param and of the new update (same chunks, same summation order).
-  void adam_direction(float* update, float* m, float* v, const float* grad,
-                      const float* param, const std::vector<ParamSegment>& segs,
-                      const AdamStepArgs& args, double* host_sumsq = nullptr);
-  // param -= host_scale[s] · update over each segment s.
-  void apply_update(float* param, const float* update,
-                    const std::vector<ParamSegment>& segs,
-                    const std::vector<float>& host_scale);
-  // One unsharded optimizer step over the tensors `segs` with its scalars in backend memory
-  // (`state`, see OptimizerStepState), queued without a host transfer so that recorded work can
-  // hold it: the gradient's Σ grad² per segment, derive_step_scalars (norm, skip flag, clipped
-  // gradient factor), adam_direction (with LAMB's sums), each segment's update_scale and
-  // apply_update; a skipped step leaves moments and weights as they were. The same bits as those
-  // ops driven from the host with the same scalar functions (Optimizer::step).
-  void optimizer_step(float* param, float* m, float* v, float* update, const float* grad,
-                      const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state);
+  // ---- the numeric ops (BERT_NUMERIC_OPS): arguments and meaning in their structs above ----
+#define BERT_OP_METHOD(name, Args) void name(const Args& a);
+  BERT_NUMERIC_OPS(BERT_OP_METHOD)
+#undef BERT_OP_METHOD
   // x *= a over n elements.
   void scale(float* x, float a, int64_t n);
 
@@ -291,57 +482,9 @@ class Ops {
   virtual void copy_impl(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero_impl(void* dst, size_t bytes) = 0;
   virtual void synchronize_impl() = 0;
-  virtual void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
-                                  const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                                  const float* type_emb, int64_t T, int H) = 0;
-  virtual void embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
-                                  const int32_t* word_ids, const int32_t* pos_ids,
-                                  const int32_t* type_ids, int64_t T, int H) = 0;
-  virtual void linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
-                               const float* b, int64_t M, int K, int N, Activation act) = 0;
-  virtual void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
-                               const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
-                               int K, int N, Activation act, bool accumulate_din) = 0;
-  virtual void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) = 0;
-  virtual void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in,
-                                  const float* gamma, const float* beta, int64_t M, int N,
-                                  float eps) = 0;
-  virtual void layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout,
-                                  ConstAct in, const float* mean, const float* rstd,
-                                  const float* gamma, int64_t M, int N) = 0;
-  virtual void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual,
-                                         int64_t n, const DropoutSite& site) = 0;
-  virtual void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) = 0;
-  virtual void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
-                                          ConstAct residual, const float* gamma, const float* beta,
-                                          int64_t M, int N, float eps, const DropoutSite& site) = 0;
-  virtual void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
-                                          ConstAct dout, ConstAct res, const float* mean,
-                                          const float* rstd, const float* gamma, int64_t M, int N,
-                                          const DropoutSite& site) = 0;
-  virtual void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
-                                  const AttentionLayout& layout, int heads, int head_dim,
-                                  const DropoutSite& site) = 0;
-  virtual void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
-                                  const AttentionLayout& layout, int heads, int head_dim,
-                                  const DropoutSite& site) = 0;
-  virtual void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) = 0;
-  virtual void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
-                                     int H) = 0;
-  virtual void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                                 const int32_t* labels, int64_t M, int V, int ld,
-                                 ScaleArg grad_scale) = 0;
-  virtual void segment_sumsq_impl(double* host_out, const float* x,
-                                  const std::vector<ParamSegment>& segs) = 0;
-  virtual void adam_direction_impl(float* update, float* m, float* v, const float* grad,
-                                   const float* param, const std::vector<ParamSegment>& segs,
-                                   const AdamStepArgs& args, double* host_sumsq) = 0;
-  virtual void apply_update_impl(float* param, const float* update,
-                                 const std::vector<ParamSegment>& segs,
-                                 const std::vector<float>& host_scale) = 0;
-  virtual void optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
-                                   const std::vector<ParamSegment>& segs, TrustRatio trust,
-                                   OptimizerStepState* state) = 0;
+#define BERT_OP_PURE(name, Args) virtual void name##_impl(const Args& a) = 0;
+  BERT_NUMERIC_OPS(BERT_OP_PURE)
+#undef BERT_OP_PURE
   virtual void scale_impl(float* x, float a, int64_t n) = 0;
 };
 

@@ -381,10 +381,10 @@ void BertModel::embeddings_forward(const ModelInputs& in, const DropoutStream& d
   const float* W = params_;
   const int64_t T = in.tokens();
   const int H = config_.hidden_size;
-  ops_.embedding_fwd(emb_sum_, word_ids_, pos_ids_, type_ids_, W + P.word_emb, W + P.pos_emb, W + P.type_emb, T, H);
-  ops_.layernorm_fwd(emb_ln_, emb_mean_, emb_rstd_, emb_sum_, W + P.emb_ln_g, W + P.emb_ln_b, T, H,
-                     config_.layer_norm_eps);
-  ops_.dropout_residual_fwd(hidden0_, emb_ln_, nullptr, T * H, embedding_dropout(drop));
+  ops_.embedding_fwd({emb_sum_, word_ids_, pos_ids_, type_ids_, W + P.word_emb, W + P.pos_emb, W + P.type_emb, T, H});
+  ops_.layernorm_fwd({emb_ln_, emb_mean_, emb_rstd_, emb_sum_, W + P.emb_ln_g, W + P.emb_ln_b, T, H,
+                      config_.layer_norm_eps});
+  ops_.dropout_residual_fwd({hidden0_, emb_ln_, nullptr, T * H, embedding_dropout(drop)});
 }
 
 ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort) {
@@ -398,16 +398,16 @@ ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& 
     check_abort(abort);
     const LayerParams& L = table_.layers[l];
     LayerActs& a = acts_[l];
-    ops_.linear_fwd(a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none);
-    ops_.attention_fwd(a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
-                       layer_dropout(drop, l, LayerDropout::attention_probs));
-    ops_.linear_fwd(scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none);
-    ops_.residual_layernorm_fwd(a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h, W + L.attn_ln_g, W + L.attn_ln_b, T,
-                                H, eps, layer_dropout(drop, l, LayerDropout::attention_output));
-    ops_.linear_fwd(a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, c.activation());
-    ops_.linear_fwd(scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, T, I, H, Activation::none);
-    ops_.residual_layernorm_fwd(a.out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, T,
-                                H, eps, layer_dropout(drop, l, LayerDropout::ffn_output));
+    ops_.linear_fwd({a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none});
+    ops_.attention_fwd({a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
+                        layer_dropout(drop, l, LayerDropout::attention_probs)});
+    ops_.linear_fwd({scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none});
+    ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h, W + L.attn_ln_g, W + L.attn_ln_b, T,
+                                 H, eps, layer_dropout(drop, l, LayerDropout::attention_output)});
+    ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, c.activation()});
+    ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, T, I, H, Activation::none});
+    ops_.residual_layernorm_fwd({a.out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, T,
+                                 H, eps, layer_dropout(drop, l, LayerDropout::ffn_output)});
     h = a.out;
   }
   check_abort(abort);
@@ -432,25 +432,25 @@ ConstAct BertModel::encoder_backward(const ModelInputs& in, const DropoutStream&
     LayerActs& a = acts_[l];
     ConstAct h_in = l == 0 ? hidden0_ : acts_[l - 1].out;
     // out = LN(res2), res2 = dropout(out_dense) + h1: g2_ = d out_dense, dh = d h1 (residual path)
-    ops_.residual_layernorm_bwd(g2_, dh, G + L.out_ln_g, G + L.out_ln_b, dh, a.res2, a.mean2, a.rstd2, W + L.out_ln_g,
-                                T, H, layer_dropout(drop, l, LayerDropout::ffn_output));
-    if (limits_.recompute_gelu) ops_.activation_fwd(a.inter, a.pre, T * I, act);
-    ops_.linear_bwd(gi0_, G + L.out_w, G + L.out_b, g2_, a.inter, W + L.out_w, nullptr, nullptr, T, I, H,
-                    Activation::none, false);
-    ops_.linear_bwd(dh, G + L.inter_w, G + L.inter_b, gi0_, a.h1, W + L.inter_w, a.pre, gi1_, T, H, I, act, true);
+    ops_.residual_layernorm_bwd({g2_, dh, G + L.out_ln_g, G + L.out_ln_b, dh, a.res2, a.mean2, a.rstd2, W + L.out_ln_g,
+                                 T, H, layer_dropout(drop, l, LayerDropout::ffn_output)});
+    if (limits_.recompute_gelu) ops_.activation_fwd({a.inter, a.pre, T * I, act});
+    ops_.linear_bwd({gi0_, G + L.out_w, G + L.out_b, g2_, a.inter, W + L.out_w, nullptr, nullptr, T, I, H,
+                     Activation::none, false});
+    ops_.linear_bwd({dh, G + L.inter_w, G + L.inter_b, gi0_, a.h1, W + L.inter_w, a.pre, gi1_, T, H, I, act, true});
     // h1 = LN(res1), res1 = dropout(attn_dense) + h_in: g2_ = d attn_dense, dh_next = d h_in (residual path)
-    ops_.residual_layernorm_bwd(g2_, dh_next, G + L.attn_ln_g, G + L.attn_ln_b, dh, a.res1, a.mean1, a.rstd1,
-                                W + L.attn_ln_g, T, H, layer_dropout(drop, l, LayerDropout::attention_output));
-    ops_.linear_bwd(dh, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
-                    H, H, Activation::none, false);
+    ops_.residual_layernorm_bwd({g2_, dh_next, G + L.attn_ln_g, G + L.attn_ln_b, dh, a.res1, a.mean1, a.rstd1,
+                                 W + L.attn_ln_g, T, H, layer_dropout(drop, l, LayerDropout::attention_output)});
+    ops_.linear_bwd({dh, G + L.attn_out_w, G + L.attn_out_b, g2_, a.ctx, W + L.attn_out_w, nullptr, nullptr, T,
+                     H, H, Activation::none, false});
     const DropoutSite attn_site = layer_dropout(drop, l, LayerDropout::attention_probs);
     if (limits_.recompute_attention) {  // the same inputs and dropout site give the same probs
-      ops_.attention_fwd(scratch_th_, a.probs, a.qkv, key_bias_, in.layout, A, D, attn_site);
+      ops_.attention_fwd({scratch_th_, a.probs, a.qkv, key_bias_, in.layout, A, D, attn_site});
     }
-    ops_.attention_bwd(gqkv_, dh, limits_.recompute_attention ? scratch_th_ : a.ctx, a.qkv, a.probs, in.layout, A, D,
-                       attn_site);
-    ops_.linear_bwd(dh_next, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
-                    Activation::none, true);
+    ops_.attention_bwd({gqkv_, dh, limits_.recompute_attention ? scratch_th_ : a.ctx, a.qkv, a.probs, in.layout, A, D,
+                        attn_site});
+    ops_.linear_bwd({dh_next, G + L.qkv_w, G + L.qkv_b, gqkv_, h_in, W + L.qkv_w, nullptr, nullptr, T, H, 3 * H,
+                     Activation::none, true});
     std::swap(dh, dh_next);
     grads_ready(L.qkv_w);
   }
@@ -464,10 +464,10 @@ void BertModel::embeddings_backward(const ModelInputs& in, const DropoutStream& 
   const int64_t T = in.tokens();
   const int H = config_.hidden_size;
   const Act d_emb_ln = dh.data == g0_.data ? g1_ : g0_;  // the encoder's other gradient buffer
-  ops_.dropout_bwd(d_emb_ln, dh, T * H, embedding_dropout(drop));
-  ops_.layernorm_bwd(g2_, G + P.emb_ln_g, G + P.emb_ln_b, d_emb_ln, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T,
-                     H);
-  ops_.embedding_bwd(G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H);
+  ops_.dropout_bwd({d_emb_ln, dh, T * H, embedding_dropout(drop)});
+  ops_.layernorm_bwd({g2_, G + P.emb_ln_g, G + P.emb_ln_b, d_emb_ln, emb_sum_, emb_mean_, emb_rstd_, W + P.emb_ln_g, T,
+                      H});
+  ops_.embedding_bwd({G + P.word_emb, G + P.pos_emb, G + P.type_emb, g2_, word_ids_, pos_ids_, type_ids_, T, H});
   // HF's word embedding has padding_idx = pad_token_id (0): the [PAD] row gets no gradient from
   // the lookup. The per-token heads see padding positions, so their [PAD] row gradient would
   // not be zero; in pretraining it carries the tied decoder's gradient and is kept.
@@ -478,7 +478,7 @@ BertModel::CrossEntropy BertModel::cross_entropy(Act logits, const int32_t* labe
                                                  int64_t M, int V, float scale, std::vector<int32_t>& hits) {
   int64_t count = 0;
   for (int64_t i = 0; i < M; ++i) count += host_labels[i] >= 0;
-  ops_.softmax_xent(logits, losses_, correct_, logits, labels, M, V, V, count ? scale / count : 0.0f);
+  ops_.softmax_xent({logits, losses_, correct_, logits, labels, M, V, V, count ? scale / count : 0.0f});
   std::vector<float> losses(M);
   hits.assign(M, 0);
   ops_.download(losses.data(), losses_, M * sizeof(float));

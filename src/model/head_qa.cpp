@@ -17,8 +17,8 @@ ForwardStats BertModel::qa_head(const ModelInputs& in, ConstAct h, bool backward
   ForwardStats stats;
   const Act start = head_logits_;
   const Act end = head_logits_ + T;
-  ops_.linear_fwd(start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none);
-  ops_.linear_fwd(end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none);
+  ops_.linear_fwd({start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none});
+  ops_.linear_fwd({end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none});
   if (output && output->what == ModelOutput::logits) {  // [B, 2, S]: start then end logits
     std::vector<float> s_host(static_cast<size_t>(B) * S), e_host(static_cast<size_t>(B) * S);
     copy_out_tokens(s_host.data(), start, in, 1);
@@ -44,10 +44,10 @@ ForwardStats BertModel::qa_head(const ModelInputs& in, ConstAct h, bool backward
     stats.task_correct += in.task_labels[b] >= 0 && in.task_labels[B + b] >= 0 && start_hits[b] && end_hits[b];
   }
   if (!backward) return stats;
-  ops_.linear_bwd(g0_, G + P.head_w, G + P.head_b, start, h, W + P.head_w, nullptr, nullptr, T, H, 1,
-                  Activation::none, false);
-  ops_.linear_bwd(g0_, G + P.head_w + H, G + P.head_b + 1, end, h, W + P.head_w + H, nullptr, nullptr, T, H, 1,
-                  Activation::none, true);
+  ops_.linear_bwd({g0_, G + P.head_w, G + P.head_b, start, h, W + P.head_w, nullptr, nullptr, T, H, 1,
+                   Activation::none, false});
+  ops_.linear_bwd({g0_, G + P.head_w + H, G + P.head_b + 1, end, h, W + P.head_w + H, nullptr, nullptr, T, H, 1,
+                   Activation::none, true});
   return stats;
 }
 

@@ -14,10 +14,10 @@ ForwardStats BertModel::sequence_head(const ModelInputs& in, ConstAct h, const D
   const int B = in.batch_size(), H = config_.hidden_size, NL = task_.num_labels;
   const DropoutSite dropout = head_dropout(drop);
   ForwardStats stats;
-  ops_.gather_rows(cls_h_, h, cls_rows_, B, H);
-  ops_.linear_fwd(pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh);
-  ops_.dropout_residual_fwd(scratch_th_, pooled_, nullptr, int64_t{B} * H, dropout);
-  ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none);
+  ops_.gather_rows({cls_h_, h, cls_rows_, B, H});
+  ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh});
+  ops_.dropout_residual_fwd({scratch_th_, pooled_, nullptr, int64_t{B} * H, dropout});
+  ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none});
   if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
   if (output && output->what == ModelOutput::logits) download_act(output->host, head_logits_, int64_t{B} * NL);
   if (!in.has_labels) return stats;
@@ -38,13 +38,13 @@ ForwardStats BertModel::sequence_head(const ModelInputs& in, ConstAct h, const D
   }
   stats.task_count = B;
   if (!backward) return stats;
-  ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, B, H, NL,
-                  Activation::none, false);
-  ops_.dropout_bwd(g_pooled_, g2_, int64_t{B} * H, dropout);
-  ops_.linear_bwd(g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g_pool_pre_, B,
-                  H, H, Activation::tanh, false);
+  ops_.linear_bwd({g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, B, H, NL,
+                   Activation::none, false});
+  ops_.dropout_bwd({g_pooled_, g2_, int64_t{B} * H, dropout});
+  ops_.linear_bwd({g_cls_, G + P.pooler_w, G + P.pooler_b, g_pooled_, cls_h_, W + P.pooler_w, pool_pre_, g_pool_pre_, B,
+                   H, H, Activation::tanh, false});
   ops_.fill_zero(g0_.data, T * H * dtype_bytes(g0_.type));
-  ops_.scatter_add_rows(g0_, g_cls_, cls_rows_, B, H);
+  ops_.scatter_add_rows({g0_, g_cls_, cls_rows_, B, H});
   return stats;
 }
 

@@ -13,8 +13,8 @@ ForwardStats BertModel::token_head(const ModelInputs& in, ConstAct h, const Drop
   const int H = config_.hidden_size, NL = task_.num_labels;
   const DropoutSite dropout = head_dropout(drop);
   ForwardStats stats;
-  ops_.dropout_residual_fwd(scratch_th_, h, nullptr, T * H, dropout);
-  ops_.linear_fwd(head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL, Activation::none);
+  ops_.dropout_residual_fwd({scratch_th_, h, nullptr, T * H, dropout});
+  ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL, Activation::none});
   if (output && output->what == ModelOutput::logits) copy_out_tokens(output->host, head_logits_, in, NL);
   if (!in.has_labels) return stats;
   std::vector<int32_t> hits;
@@ -23,9 +23,9 @@ ForwardStats BertModel::token_head(const ModelInputs& in, ConstAct h, const Drop
   stats.task_count = ce.count;
   stats.task_correct = ce.correct;
   if (!backward) return stats;
-  ops_.linear_bwd(g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, T, H, NL,
-                  Activation::none, false);
-  ops_.dropout_bwd(g0_, g2_, T * H, dropout);
+  ops_.linear_bwd({g2_, G + P.head_w, G + P.head_b, head_logits_, scratch_th_, W + P.head_w, nullptr, nullptr, T, H, NL,
+                   Activation::none, false});
+  ops_.dropout_bwd({g0_, g2_, T * H, dropout});
   return stats;
 }
 

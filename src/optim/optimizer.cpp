@@ -69,7 +69,7 @@ float* Optimizer::slot(const std::string& name) {
 
 std::vector<double> Optimizer::tensor_sums(const float* x) {
   std::vector<double> part(segs_.size());
-  ops_.segment_sumsq(part.data(), x, segs_);
+  ops_.segment_sumsq({part.data(), x, segs_});
   std::vector<double> sums(tensors_, 0.0);
   for (size_t i = 0; i < segs_.size(); ++i) sums[tensor_of_[i]] += part[i];
   return sums;
@@ -123,23 +123,23 @@ OptimizerResult Optimizer::step(float* all_params, const float* all_grads, doubl
 void Optimizer::sgd_update(float* params, const float* grads, const OptimizerStepState& st, double lr) {
   float* buffer = slots_[0].data;
   ops_.scale(buffer, static_cast<float>(config_.momentum), elems_);
-  ops_.apply_update(buffer, grads, segs_, std::vector<float>(segs_.size(), -st.adam.grad_scale));
+  ops_.apply_update({buffer, grads, segs_, std::vector<float>(segs_.size(), -st.adam.grad_scale)});
   std::vector<float> decay(segs_.size());
   bool decays = false;
   for (size_t s = 0; s < segs_.size(); ++s) {
     decay[s] = -segs_[s].weight_decay;
     decays = decays || decay[s] != 0.0f;
   }
-  if (decays) ops_.apply_update(buffer, params, segs_, decay);
-  ops_.apply_update(params, buffer, segs_, std::vector<float>(segs_.size(), static_cast<float>(lr)));
+  if (decays) ops_.apply_update({buffer, params, segs_, decay});
+  ops_.apply_update({params, buffer, segs_, std::vector<float>(segs_.size(), static_cast<float>(lr))});
 }
 
 void Optimizer::adam_update(float* params, const float* grads, const OptimizerStepState& st, double lr) {
   const bool lamb = trust_ != TrustRatio::none;
   // LAMB: ‖p‖² and ‖u‖² per segment from the direction's own pass (p: [0, S), u: [S, 2S)).
   std::vector<double> seg_sums(lamb ? 2 * segs_.size() : 0);
-  ops_.adam_direction(update_, slots_[0].data, slots_[1].data, grads, params, segs_, st.adam,
-                      lamb ? seg_sums.data() : nullptr);
+  ops_.adam_direction({update_, slots_[0].data, slots_[1].data, grads, params, segs_, st.adam,
+                       lamb ? seg_sums.data() : nullptr});
 
   std::vector<float> scale(segs_.size(), static_cast<float>(lr));
   if (lamb) {
@@ -156,7 +156,7 @@ void Optimizer::adam_update(float* params, const float* grads, const OptimizerSt
                               trust_ratio_applies(trust_, segs_[s].weight_decay));
     }
   }
-  ops_.apply_update(params, update_, segs_, scale);
+  ops_.apply_update({params, update_, segs_, scale});
 }
 
 OptimizerResult Optimizer::step_recorded(float* all_params, const float* all_grads, double lr, double grad_scale) {
@@ -167,7 +167,7 @@ OptimizerResult Optimizer::step_recorded(float* all_params, const float* all_gra
   ops_.upload(state_, &inputs, sizeof inputs);
   OptimizerResult result;
   result.run = run_recorded(ops_, recording_, [&] {
-    ops_.optimizer_step(all_params, slots_[0].data, slots_[1].data, update_, all_grads, segs_, trust_, state_);
+    ops_.optimizer_step({all_params, slots_[0].data, slots_[1].data, update_, all_grads, segs_, trust_, state_});
   });
   OptimizerStepState done;
   ops_.download(&done, state_, sizeof done);

@@ -339,33 +339,31 @@ int64_t CostModelOps::distinct_rows(const int32_t* rows, int64_t n) const {
   return static_cast<int64_t>(distinct.size());
 }
 
-void CostModelOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
-                                      const float* word_emb, const float* pos_emb, const float* type_emb, int64_t T, int H) {
-  if (inner_) inner_->embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H);
-  if (T == 0) return;
-  const double h = H, t = static_cast<double>(T);
-  const double rows = static_cast<double>(distinct_rows(word_ids, T) + distinct_rows(pos_ids, T) +
-                                          distinct_rows(type_ids, T));
-  add("embedding_fwd", "embedding", 2 * t * h, 12 * t + 4 * rows * h, static_cast<double>(dtype_bytes(out.type)) * t * h);
+void CostModelOps::embedding_fwd_impl(const EmbeddingFwdArgs& a) {
+  if (inner_) inner_->embedding_fwd(a);
+  if (a.T == 0) return;
+  const double h = a.H, t = static_cast<double>(a.T);
+  const double rows = static_cast<double>(distinct_rows(a.word_ids, a.T) + distinct_rows(a.pos_ids, a.T) +
+                                          distinct_rows(a.type_ids, a.T));
+  add("embedding_fwd", "embedding", 2 * t * h, 12 * t + 4 * rows * h, static_cast<double>(dtype_bytes(a.out.type)) * t * h);
 }
 
-void CostModelOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout, const int32_t* word_ids,
-                                      const int32_t* pos_ids, const int32_t* type_ids, int64_t T, int H) {
-  if (inner_) inner_->embedding_bwd(dword, dpos, dtype, dout, word_ids, pos_ids, type_ids, T, H);
+void CostModelOps::embedding_bwd_impl(const EmbeddingBwdArgs& a) {
+  if (inner_) inner_->embedding_bwd(a);
   // CudaOps::embedding_bwd is three scatter_add_rows.
-  for (const int32_t* ids : {word_ids, pos_ids, type_ids}) scatter_kernels("embedding_bwd", ids, T, H, dout.type, DType::f32);
+  for (const int32_t* ids : {a.word_ids, a.pos_ids, a.type_ids}) scatter_kernels("embedding_bwd", ids, a.T, a.H, a.dout.type, DType::f32);
 }
 
-void CostModelOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
-  if (inner_) inner_->gather_rows(out, in, rows, n, H);
-  if (n == 0) return;
-  const double h = H, e = static_cast<double>(n), size = static_cast<double>(dtype_bytes(out.type));
-  add("gather_rows", "gather/scatter", 0, 4 * e + size * static_cast<double>(distinct_rows(rows, n)) * h, size * e * h);
+void CostModelOps::gather_rows_impl(const GatherRowsArgs& a) {
+  if (inner_) inner_->gather_rows(a);
+  if (a.n == 0) return;
+  const double h = a.H, e = static_cast<double>(a.n), size = static_cast<double>(dtype_bytes(a.out.type));
+  add("gather_rows", "gather/scatter", 0, 4 * e + size * static_cast<double>(distinct_rows(a.rows, a.n)) * h, size * e * h);
 }
 
-void CostModelOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n, int H) {
-  if (inner_) inner_->scatter_add_rows(dst, src, rows, n, H);
-  scatter_kernels("scatter_add_rows", rows, n, H, src.type, dst.type);
+void CostModelOps::scatter_add_rows_impl(const ScatterAddRowsArgs& a) {
+  if (inner_) inner_->scatter_add_rows(a);
+  scatter_kernels("scatter_add_rows", a.rows, a.n, a.H, a.src.type, a.dst.type);
 }
 
 void CostModelOps::scatter_kernels(const char* op, const int32_t* rows, int64_t n, int H, DType src, DType dst) {
@@ -382,92 +380,81 @@ void CostModelOps::scatter_kernels(const char* op, const int32_t* rows, int64_t 
 
 // ---- dense layers ---------------------------------------------------------------------------
 
-void CostModelOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b, int64_t M,
-                                   int K, int N, Activation act) {
-  if (inner_) inner_->linear_fwd(out, pre_act, in, W, b, M, K, N, act);
-  if (M == 0) return;
-  GemmArgs g = linear_fwd_gemm(in, W, b, M, K, N);
-  g.C = out;  // (unfused, CudaOps writes pre_act of the same type)
-  if (linear_fuses_gelu(act, b, N, options_.fuse_gelu_tanh)) {
-    g.aux = pre_act;  // GELU_AUX_BIAS: out and pre_act from the epilogue
+void CostModelOps::linear_fwd_impl(const LinearFwdArgs& a) {
+  if (inner_) inner_->linear_fwd(a);
+  if (a.M == 0) return;
+  GemmArgs g = linear_fwd_gemm(a.in, a.W, a.b, a.M, a.K, a.N);
+  g.C = a.out;  // (unfused, CudaOps writes pre_act of the same type)
+  if (linear_fuses_gelu(a.act, a.b, a.N, options_.fuse_gelu_tanh)) {
+    g.aux = a.pre_act;  // GELU_AUX_BIAS: out and pre_act from the epilogue
     gemm("linear_fwd", "gemm", g);
     return;
   }
   gemm("linear_fwd", "gemm", g);
-  if (act != Activation::none) elementwise("linear_fwd", "activation", M * N, 1, 1, activation_flops(act), out.type);
+  if (a.act != Activation::none) elementwise("linear_fwd", "activation", a.M * a.N, 1, 1, activation_flops(a.act), a.out.type);
 }
 
-void CostModelOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
-  if (inner_) inner_->activation_fwd(out, pre, n, act);
-  if (n > 0) elementwise("activation_fwd", "activation", n, 1, 1, activation_flops(act), out.type);
+void CostModelOps::activation_fwd_impl(const ActivationFwdArgs& a) {
+  if (inner_) inner_->activation_fwd(a);
+  if (a.n > 0) elementwise("activation_fwd", "activation", a.n, 1, 1, activation_flops(a.act), a.out.type);
 }
 
-void CostModelOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in, const float* W,
-                                   ConstAct pre_act, Act dpre_scratch, int64_t M, int K, int N, Activation act,
-                                   bool accumulate_din) {
-  if (inner_) inner_->linear_bwd(din, dW, db, dout, in, W, pre_act, dpre_scratch, M, K, N, act, accumulate_din);
-  if (M == 0) return;
-  ConstAct dpre = dout;
-  if (act != Activation::none) {
-    elementwise("linear_bwd", "activation", M * N, 2, 1, activation_flops(act), dout.type);
-    dpre = dpre_scratch;
+void CostModelOps::linear_bwd_impl(const LinearBwdArgs& a) {
+  if (inner_) inner_->linear_bwd(a);
+  if (a.M == 0) return;
+  ConstAct dpre = a.dout;
+  if (a.act != Activation::none) {
+    elementwise("linear_bwd", "activation", a.M * a.N, 2, 1, activation_flops(a.act), a.dout.type);
+    dpre = a.dpre_scratch;
   }
-  if (db != nullptr) column_sum("linear_bwd", M, N, dpre.type);
-  if (dW != nullptr) gemm("linear_bwd", "gemm", linear_weight_grad_gemm(dpre, in, dW, M, K, N));
-  if (din.data != nullptr) gemm("linear_bwd", "gemm", linear_input_grad_gemm(dpre, W, din, M, K, N, accumulate_din));
+  if (a.db != nullptr) column_sum("linear_bwd", a.M, a.N, dpre.type);
+  if (a.dW != nullptr) gemm("linear_bwd", "gemm", linear_weight_grad_gemm(dpre, a.in, a.dW, a.M, a.K, a.N));
+  if (a.din.data != nullptr) gemm("linear_bwd", "gemm", linear_input_grad_gemm(dpre, a.W, a.din, a.M, a.K, a.N, a.accumulate_din));
 }
 
 // ---- normalisation, dropout -------------------------------------------------------------------
 
-void CostModelOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma,
-                                      const float* beta, int64_t M, int N, float eps) {
-  if (inner_) inner_->layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps);
-  if (M == 0) return;
-  const double m = static_cast<double>(M), n = N, size = static_cast<double>(dtype_bytes(out.type));
+void CostModelOps::layernorm_fwd_impl(const LayernormFwdArgs& a) {
+  if (inner_) inner_->layernorm_fwd(a);
+  if (a.M == 0) return;
+  const double m = static_cast<double>(a.M), n = a.N, size = static_cast<double>(dtype_bytes(a.out.type));
   add("layernorm_fwd", "layernorm", 8 * m * n, size * m * n + 8 * n, size * m * n + 8 * m);
 }
 
-void CostModelOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
-                                      const float* mean, const float* rstd, const float* gamma, int64_t M, int N) {
-  if (inner_) inner_->layernorm_bwd(din, dgamma, dbeta, dout, in, mean, rstd, gamma, M, N);
-  if (M == 0) return;
-  const double m = static_cast<double>(M), n = N, chunks = static_cast<double>(chunks_of(M));
-  const double size = static_cast<double>(dtype_bytes(din.type));
+void CostModelOps::layernorm_bwd_impl(const LayernormBwdArgs& a) {
+  if (inner_) inner_->layernorm_bwd(a);
+  if (a.M == 0) return;
+  const double m = static_cast<double>(a.M), n = a.N, chunks = static_cast<double>(chunks_of(a.M));
+  const double size = static_cast<double>(dtype_bytes(a.din.type));
   add("layernorm_bwd", "layernorm", 10 * m * n, 2 * size * m * n + 8 * m + 4 * n, size * m * n);
   add("layernorm_bwd", "layernorm", 4 * m * n, 2 * size * m * n + 8 * m, 16 * chunks * n);
   add("layernorm_bwd", "layernorm", 2 * chunks * n, 16 * chunks * n + 8 * n, 8 * n);
 }
 
-void CostModelOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
-                                             const DropoutSite& site) {
-  if (inner_) inner_->dropout_residual_fwd(out, in, residual, n, site);
-  if (n > 0) elementwise("dropout_residual_fwd", "dropout/residual", n, residual.data != nullptr ? 2 : 1, 1, 4, out.type);
+void CostModelOps::dropout_residual_fwd_impl(const DropoutResidualFwdArgs& a) {
+  if (inner_) inner_->dropout_residual_fwd(a);
+  if (a.n > 0) elementwise("dropout_residual_fwd", "dropout/residual", a.n, a.residual.data != nullptr ? 2 : 1, 1, 4, a.out.type);
 }
 
-void CostModelOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
-  if (inner_) inner_->dropout_bwd(din, dout, n, site);
-  if (n > 0) elementwise("dropout_bwd", "dropout/residual", n, 1, 1, 4, din.type);
+void CostModelOps::dropout_bwd_impl(const DropoutBwdArgs& a) {
+  if (inner_) inner_->dropout_bwd(a);
+  if (a.n > 0) elementwise("dropout_bwd", "dropout/residual", a.n, 1, 1, 4, a.din.type);
 }
 
-void CostModelOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
-                                               ConstAct residual, const float* gamma, const float* beta, int64_t M,
-                                               int N, float eps, const DropoutSite& site) {
-  if (inner_) inner_->residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site);
-  if (M == 0) return;
-  const double m = static_cast<double>(M), n = N, size = static_cast<double>(dtype_bytes(out.type));
+void CostModelOps::residual_layernorm_fwd_impl(const ResidualLayernormFwdArgs& a) {
+  if (inner_) inner_->residual_layernorm_fwd(a);
+  if (a.M == 0) return;
+  const double m = static_cast<double>(a.M), n = a.N, size = static_cast<double>(dtype_bytes(a.out.type));
   // Reads in, residual, gamma, beta; writes res, out, mean, rstd.
   add("residual_layernorm_fwd", "layernorm", 12 * m * n, 2 * size * m * n + 8 * n, 2 * size * m * n + 8 * m);
 }
 
-void CostModelOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
-                                               ConstAct dout, ConstAct res, const float* mean,
-                                               const float* rstd, const float* gamma, int64_t M, int N,
-                                               const DropoutSite& site) {
-  if (inner_) inner_->residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site);
-  if (M == 0) return;
-  const double m = static_cast<double>(M), n = N;
-  const double chunks = static_cast<double>(kernels::row_chunks(M, kernels::kResidualLayerNormRowsPerChunk));
-  const double size = static_cast<double>(dtype_bytes(d_in.type));
+void CostModelOps::residual_layernorm_bwd_impl(const ResidualLayernormBwdArgs& a) {
+  if (inner_) inner_->residual_layernorm_bwd(a);
+  if (a.M == 0) return;
+  const double m = static_cast<double>(a.M), n = a.N;
+  const double chunks = static_cast<double>(kernels::row_chunks(a.M, kernels::kResidualLayerNormRowsPerChunk));
+  const double size = static_cast<double>(dtype_bytes(a.d_in.type));
   // Reads dout, res, mean, rstd, gamma; writes d_in, d_residual and the [chunks, 2N] double partials,
   // which the second kernel sums into dgamma, dbeta.
   add("residual_layernorm_bwd", "layernorm", 18 * m * n, 2 * size * m * n + 8 * m + 4 * n,
@@ -486,56 +473,54 @@ void CostModelOps::softmax_table(const char* op, const AttentionLayout& layout, 
   softmax_table_ = std::move(words);
 }
 
-void CostModelOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
-                                      const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  if (inner_) inner_->attention_fwd(ctx, probs, qkv, key_bias, layout, heads, head_dim, site);
-  if (options_.fused_attention) return fused_attention_fwd(probs.data, layout, heads, head_dim, site.p != 0.0f);
-  const AttentionShape a(heads, head_dim, site);
-  const bool dropout = site.p != 0.0f;
-  const int64_t elems = layout.probs_elems(heads);
-  const double all = static_cast<double>(elems), T = static_cast<double>(layout.total_tokens());
-  const double size = static_cast<double>(dtype_bytes(probs.type));  // P, its dropped copy and ctx
-  const Act p = dropout ? scratch(0, elems, probs.type) : probs;
+void CostModelOps::attention_fwd_impl(const AttentionFwdArgs& a) {
+  if (inner_) inner_->attention_fwd(a);
+  if (options_.fused_attention) return fused_attention_fwd(a.probs.data, a.layout, a.heads, a.head_dim, a.site.p != 0.0f);
+  const AttentionShape shape(a.heads, a.head_dim, a.site);
+  const bool dropout = a.site.p != 0.0f;
+  const int64_t elems = a.layout.probs_elems(a.heads);
+  const double all = static_cast<double>(elems), T = static_cast<double>(a.layout.total_tokens());
+  const double size = static_cast<double>(dtype_bytes(a.probs.type));  // P, its dropped copy and ctx
+  const Act p = dropout ? scratch(0, elems, a.probs.type) : a.probs;
   const char* op = "attention_fwd";
   const char* kind = "gemm (attention)";
-  softmax_table(op, layout, heads);
-  stage(op, qkv, layout.total_tokens() * a.ld_qkv);
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_scores_gemm(a, x, qkv, probs)); });
-  const double table = softmax_table_bytes(layout);
+  softmax_table(op, a.layout, a.heads);
+  stage(op, a.qkv, a.layout.total_tokens() * shape.ld_qkv);
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_scores_gemm(shape, x, a.qkv, a.probs)); });
+  const double table = softmax_table_bytes(a.layout);
   if (all > 0) add(op, "softmax", 6 * all, size * all + 4 * T + table, size * all * (dropout ? 2 : 1));  // one launch
   stage(op, p, elems);  // P (or its dropped copy) staged once
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_context_gemm(a, x, p, qkv, ctx)); });
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) { gemm(op, kind, attention_context_gemm(shape, x, p, a.qkv, a.ctx)); });
   staged_.clear();
 }
 
-void CostModelOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
-                                      const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site) {
-  if (inner_) inner_->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, heads, head_dim, site);
-  if (options_.fused_attention) return fused_attention_bwd(layout, heads, head_dim, site.p != 0.0f);
-  const AttentionShape a(heads, head_dim, site);
-  const bool dropout = site.p != 0.0f;
-  const int64_t elems = layout.probs_elems(heads);
+void CostModelOps::attention_bwd_impl(const AttentionBwdArgs& a) {
+  if (inner_) inner_->attention_bwd(a);
+  if (options_.fused_attention) return fused_attention_bwd(a.layout, a.heads, a.head_dim, a.site.p != 0.0f);
+  const AttentionShape shape(a.heads, a.head_dim, a.site);
+  const bool dropout = a.site.p != 0.0f;
+  const int64_t elems = a.layout.probs_elems(a.heads);
   const double all = static_cast<double>(elems);
-  const double size = static_cast<double>(dtype_bytes(probs.type));  // P, dropped P, dS and dqkv
-  const ConstAct p = dropout ? ConstAct(scratch(0, elems, probs.type)) : probs;
-  const Act dgrad = scratch(1, elems, probs.type);
+  const double size = static_cast<double>(dtype_bytes(a.probs.type));  // P, dropped P, dS and dqkv
+  const ConstAct p = dropout ? ConstAct(scratch(0, elems, a.probs.type)) : a.probs;
+  const Act dgrad = scratch(1, elems, a.probs.type);
   const char* op = "attention_bwd";
   const char* kind = "gemm (attention)";
-  softmax_table(op, layout, heads);
+  softmax_table(op, a.layout, a.heads);
   if (dropout && all > 0) add(op, "dropout/residual", 4 * all, size * all, size * all);
-  stage(op, qkv, layout.total_tokens() * a.ld_qkv);
-  stage(op, dctx, layout.total_tokens() * a.H);
+  stage(op, a.qkv, a.layout.total_tokens() * shape.ld_qkv);
+  stage(op, a.dctx, a.layout.total_tokens() * shape.H);
   stage(op, p, elems);
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
-    gemm(op, kind, attention_value_grad_gemm(a, x, p, dctx, dqkv));
-    gemm(op, kind, attention_probs_grad_gemm(a, x, dctx, qkv, dgrad));
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) {
+    gemm(op, kind, attention_value_grad_gemm(shape, x, p, a.dctx, a.dqkv));
+    gemm(op, kind, attention_probs_grad_gemm(shape, x, a.dctx, a.qkv, dgrad));
   });
-  const double table = softmax_table_bytes(layout);
+  const double table = softmax_table_bytes(a.layout);
   if (all > 0) add(op, "softmax", 6 * all, 2 * size * all + table, size * all);  // one launch
   stage(op, dgrad, elems);  // dS feeds two GEMMs: staged once
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
-    gemm(op, kind, attention_query_grad_gemm(a, x, dgrad, qkv, dqkv));
-    gemm(op, kind, attention_key_grad_gemm(a, x, dgrad, qkv, dqkv));
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) {
+    gemm(op, kind, attention_query_grad_gemm(shape, x, dgrad, a.qkv, a.dqkv));
+    gemm(op, kind, attention_key_grad_gemm(shape, x, dgrad, a.qkv, a.dqkv));
   });
   staged_.clear();
 }
@@ -554,25 +539,24 @@ Act CostModelOps::scratch(int which, int64_t elems, DType type) {
 
 // ---- loss ---------------------------------------------------------------------------------------
 
-void CostModelOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                                     const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) {
-  if (inner_) inner_->softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale);
-  if (M == 0) return;
+void CostModelOps::softmax_xent_impl(const SoftmaxXentArgs& a) {
+  if (inner_) inner_->softmax_xent(a);
+  if (a.M == 0) return;
   // Rows with a negative label read no logits (known when the host uploaded the labels).
-  int64_t read_rows = M;
-  const auto* p = reinterpret_cast<const char*>(labels);
+  int64_t read_rows = a.M;
+  const auto* p = reinterpret_cast<const char*>(a.labels);
   auto it = uploaded_ints_.upper_bound(p);
   if (it != uploaded_ints_.begin()) {
     --it;
     const int64_t first = (p - it->first) / static_cast<int64_t>(sizeof(int32_t));
-    if (first + M <= static_cast<int64_t>(it->second.size()))
-      read_rows = std::count_if(it->second.begin() + first, it->second.begin() + first + M,
+    if (first + a.M <= static_cast<int64_t>(it->second.size()))
+      read_rows = std::count_if(it->second.begin() + first, it->second.begin() + first + a.M,
                                 [](int32_t l) { return l >= 0; });
   }
-  const double m = static_cast<double>(M), r = static_cast<double>(read_rows);
-  const double in_size = static_cast<double>(dtype_bytes(logits.type)), out_size = static_cast<double>(dtype_bytes(dlogits.type));
-  add("softmax_xent", "loss", 8 * r * V, 4 * m + in_size * r * V,
-      out_size * m * ld + 4 * m + (correct != nullptr ? 4 * m : 0));
+  const double m = static_cast<double>(a.M), r = static_cast<double>(read_rows);
+  const double in_size = static_cast<double>(dtype_bytes(a.logits.type)), out_size = static_cast<double>(dtype_bytes(a.dlogits.type));
+  add("softmax_xent", "loss", 8 * r * a.V, 4 * m + in_size * r * a.V,
+      out_size * m * a.ld + 4 * m + (a.correct != nullptr ? 4 * m : 0));
   KernelCost& status = add("softmax_xent", "host copy", 0, 0, 0);  // async: no wait
   status.host_bytes = kLabelStatusBytes;
 }
@@ -605,52 +589,47 @@ void CostModelOps::direction_kernels(const char* op, const std::vector<ParamSegm
   add(op, "optimizer", 2 * chunks, 16 * chunks + 8 * (S + 1), 16 * S);
 }
 
-void CostModelOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
-  if (inner_) inner_->segment_sumsq(host_out, x, segs);
-  else std::fill(host_out, host_out + segs.size(), 0.0);
-  if (segs.empty()) return;
-  segment_table("segment_sumsq", segs);
-  sumsq_kernels("segment_sumsq", segs);
+void CostModelOps::segment_sumsq_impl(const SegmentSumsqArgs& a) {
+  if (inner_) inner_->segment_sumsq(a);
+  else std::fill(a.host_out, a.host_out + a.segs.size(), 0.0);
+  if (a.segs.empty()) return;
+  segment_table("segment_sumsq", a.segs);
+  sumsq_kernels("segment_sumsq", a.segs);
   KernelCost& k = add("segment_sumsq", "host copy", 0, 0, 0);
-  k.host_bytes = 8.0 * segs.size();
+  k.host_bytes = 8.0 * a.segs.size();
   k.host_wait = true;
 }
 
-void CostModelOps::adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
-                                       const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
-                                       double* host_sumsq) {
-  if (inner_) inner_->adam_direction(update, m, v, grad, param, segs, args, host_sumsq);
-  else if (host_sumsq) std::fill(host_sumsq, host_sumsq + 2 * segs.size(), 0.0);
-  if (segs.empty()) return;
-  segment_table("adam_direction", segs);
-  direction_kernels("adam_direction", segs, host_sumsq != nullptr);
-  if (!host_sumsq) return;
+void CostModelOps::adam_direction_impl(const AdamDirectionArgs& a) {
+  if (inner_) inner_->adam_direction(a);
+  else if (a.host_sumsq) std::fill(a.host_sumsq, a.host_sumsq + 2 * a.segs.size(), 0.0);
+  if (a.segs.empty()) return;
+  segment_table("adam_direction", a.segs);
+  direction_kernels("adam_direction", a.segs, a.host_sumsq != nullptr);
+  if (!a.host_sumsq) return;
   KernelCost& k = add("adam_direction", "host copy", 0, 0, 0);  // the host waits for the 2S sums
-  k.host_bytes = 16.0 * segs.size();
+  k.host_bytes = 16.0 * a.segs.size();
   k.host_wait = true;
 }
 
-void CostModelOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
-                                     const std::vector<float>& host_scale) {
-  if (inner_) inner_->apply_update(param, update, segs, host_scale);
-  if (segs.empty()) return;
-  segment_table("apply_update", segs);
-  const double n = static_cast<double>(total_elems(segs));
+void CostModelOps::apply_update_impl(const ApplyUpdateArgs& a) {
+  if (inner_) inner_->apply_update(a);
+  if (a.segs.empty()) return;
+  segment_table("apply_update", a.segs);
+  const double n = static_cast<double>(total_elems(a.segs));
   add("apply_update", "optimizer", 2 * n, 8 * n, 4 * n);
 }
 
 // CudaOps::optimizer_step: its table is uploaded once (left out), no host copy or wait; the two
 // scalar kernels (one thread deriving the step's scalars; one per segment's update scale) besides
 // the passes of segment_sumsq, adam_direction and apply_update.
-void CostModelOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
-                                       const std::vector<ParamSegment>& segs, TrustRatio trust,
-                                       OptimizerStepState* state) {
-  if (inner_) inner_->optimizer_step(param, m, v, update, grad, segs, trust, state);
-  if (segs.empty()) return;
-  const double n = static_cast<double>(total_elems(segs)), S = static_cast<double>(segs.size());
-  sumsq_kernels("optimizer_step", segs);
+void CostModelOps::optimizer_step_impl(const OptimizerStepArgs& a) {
+  if (inner_) inner_->optimizer_step(a);
+  if (a.segs.empty()) return;
+  const double n = static_cast<double>(total_elems(a.segs)), S = static_cast<double>(a.segs.size());
+  sumsq_kernels("optimizer_step", a.segs);
   add("optimizer_step", "optimizer", 2 * S, 8 * S + sizeof(OptimizerStepState), sizeof(OptimizerStepState));
-  direction_kernels("optimizer_step", segs, trust != TrustRatio::none);
+  direction_kernels("optimizer_step", a.segs, a.trust != TrustRatio::none);
   add("optimizer_step", "optimizer", 6 * S, 20 * S + sizeof(OptimizerStepState), 4 * S);
   add("optimizer_step", "optimizer", 2 * n, 8 * n + 4 * S, 4 * n);
 }

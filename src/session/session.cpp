@@ -379,7 +379,7 @@ void Session::clip_local_gradient() {
   const ParamTable& table = model_->params();
   const std::vector<ParamSegment> all = table.segments(0.0f);
   std::vector<double> sq(all.size());
-  ops_->segment_sumsq(sq.data(), model_->grad_data(), all);
+  ops_->segment_sumsq({sq.data(), model_->grad_data(), all});
   double total = 0;
   for (double v : sq) total += v;
   const double norm = std::sqrt(total) / accum_micro_ / scaler_.scale();

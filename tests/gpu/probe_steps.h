@@ -90,7 +90,7 @@ inline std::string gemm_step(Precision precision, double bound) {
   const int M = 128, K = 256, N = 192;
   const auto in = pattern(M * K, 1.0f, 2), W = pattern(N * K, 0.1f, 3), bias = pattern(N, 0.5f, 4);
   float* out = b.upload(std::vector<float>(M * N, 0.0f));
-  ops->linear_fwd(out, Act(), b.upload(in), b.upload(W), b.upload(bias), M, K, N, Activation::none);
+  ops->linear_fwd({out, Act(), b.upload(in), b.upload(W), b.upload(bias), M, K, N, Activation::none});
   const std::vector<float> got = b.download(out, M * N);
   double worst = 0;
   for (int i = 0; i < M; ++i)
@@ -121,8 +121,8 @@ inline std::string fused_attention_step(const AttentionLayout& layout, float p) 
     float* key_bias = b.upload(std::vector<float>(T, 0.0f));
     float* dqkv = b.upload(std::vector<float>(T * 3 * H, 0.0f));
     const DropoutSite site{1234, 1, 3, p};
-    ops->attention_fwd(ctx, saved, qkv, key_bias, layout, heads, D, site);
-    ops->attention_bwd(dqkv, b.upload(pattern(T * H, 1.0f, 6)), ctx, qkv, saved, layout, heads, D, site);
+    ops->attention_fwd({ctx, saved, qkv, key_bias, layout, heads, D, site});
+    ops->attention_bwd({dqkv, b.upload(pattern(T * H, 1.0f, 6)), ctx, qkv, saved, layout, heads, D, site});
     std::vector<float> all = b.download(ctx, T * H);
     const std::vector<float> d = b.download(dqkv, T * 3 * H);
     all.insert(all.end(), d.begin(), d.end());

@@ -67,13 +67,13 @@ class CudaGraphs : public ::testing::Test {
   // The layer: forward, then attention's backward from dctx.
   void run_layer() {
     const DropoutSite attention{11, 5, 1, 0.1f}, hidden{11, 5, 2, 0.1f};
-    ops->linear_fwd(qkv, nullptr, x, w_qkv, b_qkv, T, kHidden, 3 * kHidden, Activation::none);
-    ops->attention_fwd(ctx, probs, qkv, key_bias, layout, kHeads, kHeadDim, attention);
-    ops->linear_fwd(inter, pre, ctx, w1, b1, T, kHidden, kInter, Activation::gelu_tanh);
-    ops->linear_fwd(out, nullptr, inter, w2, b2, T, kInter, kHidden, Activation::none);
-    ops->dropout_residual_fwd(res, out, x, T * kHidden, hidden);
-    ops->layernorm_fwd(y, mean, rstd, res, gamma, beta, T, kHidden, 1e-12f);
-    ops->attention_bwd(dqkv, dctx, ctx, qkv, probs, layout, kHeads, kHeadDim, attention);
+    ops->linear_fwd({qkv, nullptr, x, w_qkv, b_qkv, T, kHidden, 3 * kHidden, Activation::none});
+    ops->attention_fwd({ctx, probs, qkv, key_bias, layout, kHeads, kHeadDim, attention});
+    ops->linear_fwd({inter, pre, ctx, w1, b1, T, kHidden, kInter, Activation::gelu_tanh});
+    ops->linear_fwd({out, nullptr, inter, w2, b2, T, kInter, kHidden, Activation::none});
+    ops->dropout_residual_fwd({res, out, x, T * kHidden, hidden});
+    ops->layernorm_fwd({y, mean, rstd, res, gamma, beta, T, kHidden, 1e-12f});
+    ops->attention_bwd({dqkv, dctx, ctx, qkv, probs, layout, kHeads, kHeadDim, attention});
   }
 
   // Every output's bytes, in order.
@@ -202,7 +202,7 @@ TEST_F(CudaGraphs, ARecordingWithAnUnjoinedForkFailsNamingIt) {
 TEST_F(CudaGraphs, RecordingRefusesCacheMissesAndGrowingBuffers) {
   run_layer();
   testing::expect_error(
-      [&] { ops->record([&] { ops->linear_fwd(out, nullptr, inter, w2, b2, T - 1, kInter, kHidden, Activation::none); }); },
+      [&] { ops->record([&] { ops->linear_fwd({out, nullptr, inter, w2, b2, T - 1, kInter, kHidden, Activation::none}); }); },
       Code::internal, {"a cuBLASLt algorithm query for a GEMM shape not run before (m=" + std::to_string(T - 1) +
                            " n=" + std::to_string(kHidden) + " k=" + std::to_string(kInter) + " batch=1)",
                        "while recording a CUDA graph: the recorded work must repeat work run directly just before it"});
@@ -210,7 +210,7 @@ TEST_F(CudaGraphs, RecordingRefusesCacheMissesAndGrowingBuffers) {
   float* big = input(2 * T * kInter, 30);
   auto* big_out = static_cast<float*>(ops->alloc(2 * T * kHidden * sizeof(float)));
   testing::expect_error(
-      [&] { ops->record([&] { ops->linear_fwd(big_out, nullptr, big, w2, b2, 2 * T, kInter, kHidden, Activation::none); }); },
+      [&] { ops->record([&] { ops->linear_fwd({big_out, nullptr, big, w2, b2, 2 * T, kInter, kHidden, Activation::none}); }); },
       Code::internal, {"a scratch buffer growing from", "while recording a CUDA graph"});
   run_layer();
   ops->synchronize();

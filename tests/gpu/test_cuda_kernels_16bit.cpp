@@ -117,7 +117,7 @@ TEST_P(Kernels16, Activations) {
     const Bits out(n), dpre(n);
     std::vector<float> expected(n), expected_dpre(n);
     kernels::activation_fwd(st.act(out), st.in(pre16), n, act, nullptr);
-    cpu->activation_fwd(expected.data(), pre.data(), n, act);
+    cpu->activation_fwd({expected.data(), pre.data(), n, act});
     expect_close(st.decode(out), expected, 1e-6, rtol(1e-6), "activation_fwd");
     kernels::activation_bwd(st.act(dpre), st.in(dout16), st.in(pre16), n, act, nullptr);
     dispatch_activation(act, [&](auto tag) {
@@ -137,10 +137,10 @@ TEST_P(Kernels16, DropoutIsTheRoundedCpuResult) {
     const Bits out(n);
     std::vector<float> expected(n);
     kernels::dropout_residual_fwd(st.act(out), st.in(in16), st.in(residual16), n, site, keep_scale, 0, nullptr);
-    cpu->dropout_residual_fwd(expected.data(), in.data(), residual.data(), n, site);
+    cpu->dropout_residual_fwd({expected.data(), in.data(), residual.data(), n, site});
     expect_equal(st.decode(out), st.round(expected), "dropout_residual_fwd");
     kernels::dropout_bwd(st.act(out), st.in(in16), n, site, keep_scale, nullptr);
-    cpu->dropout_bwd(expected.data(), in.data(), n, site);
+    cpu->dropout_bwd({expected.data(), in.data(), n, site});
     expect_equal(st.decode(out), st.round(expected), "dropout_bwd");
   }
 }
@@ -158,14 +158,14 @@ TEST_P(Kernels16, EmbeddingsGathersAndScatterAdds) {
   std::vector<float> expected(T * H);
   kernels::embedding_fwd(st.act(out), d_word_ids.get(), d_pos_ids.get(), d_type_ids.get(), d_word.get(),
                          d_pos.get(), d_type.get(), T, H, nullptr);
-  cpu->embedding_fwd(expected.data(), word_ids.data(), pos_ids.data(), type_ids.data(), word.data(), pos.data(),
-                     type.data(), T, H);
+  cpu->embedding_fwd({expected.data(), word_ids.data(), pos_ids.data(), type_ids.data(), word.data(), pos.data(),
+                      type.data(), T, H});
   expect_equal(st.decode(out), st.round(expected), "embedding_fwd");
 
   const auto table = st.round(random_floats(size_t(V) * H, 11));
   const Bits table16(st.encode(table)), gathered(T * H);
   kernels::gather_rows(st.act(gathered), st.in(table16), d_word_ids.get(), T, H, nullptr);
-  cpu->gather_rows(expected.data(), table.data(), word_ids.data(), T, H);
+  cpu->gather_rows({expected.data(), table.data(), word_ids.data(), T, H});
   expect_equal(st.decode(gathered), expected, "gather_rows");
 
   // 16-bit rows into fp32 gradients (the embedding backward), and into 16-bit rows.
@@ -177,14 +177,14 @@ TEST_P(Kernels16, EmbeddingsGathersAndScatterAdds) {
   const Floats dst(dst_start);
   auto expected_dst = dst_start;
   kernels::scatter_add_rows(dst.get(), st.in(src16), d_word_ids.get(), T, H, scratch.get(), scratch_bytes, nullptr);
-  cpu->scatter_add_rows(expected_dst.data(), src.data(), word_ids.data(), T, H);
+  cpu->scatter_add_rows({expected_dst.data(), src.data(), word_ids.data(), T, H});
   expect_equal(dst.host(), expected_dst, "scatter_add_rows into fp32");
   const auto dst16_start = st.encode(random_floats(size_t(V) * H, 14));
   const Bits dst16(dst16_start);
   expected_dst = st.decode(dst16_start);
   kernels::scatter_add_rows(st.act(dst16), st.in(src16), d_word_ids.get(), T, H, scratch.get(), scratch_bytes,
                             nullptr);
-  cpu->scatter_add_rows(expected_dst.data(), src.data(), word_ids.data(), T, H);
+  cpu->scatter_add_rows({expected_dst.data(), src.data(), word_ids.data(), T, H});
   expect_equal(st.decode(dst16), st.round(expected_dst), "scatter_add_rows into 16 bits");
 }
 
@@ -201,8 +201,8 @@ TEST_P(Kernels16, LayerNormAndTheResidualBlock) {
     std::vector<float> e_out(M * N), e_mean(M), e_rstd(M);
     kernels::layernorm_fwd(st.act(out), mean.get(), rstd.get(), st.in(in16), d_gamma.get(), d_beta.get(), M, N,
                            1e-12f, nullptr);
-    cpu->layernorm_fwd(e_out.data(), e_mean.data(), e_rstd.data(), in.data(), gamma.data(), beta.data(), M, N,
-                       1e-12f);
+    cpu->layernorm_fwd({e_out.data(), e_mean.data(), e_rstd.data(), in.data(), gamma.data(), beta.data(), M, N,
+                        1e-12f});
     expect_close(st.decode(out), e_out, 1e-5, rtol(1e-5), "layernorm_fwd out");
     expect_close(mean.host(), e_mean, 1e-6, 1e-6, "layernorm_fwd mean (fp32)");
     expect_close(rstd.host(), e_rstd, 1e-6, 1e-6, "layernorm_fwd rstd (fp32)");
@@ -217,8 +217,8 @@ TEST_P(Kernels16, LayerNormAndTheResidualBlock) {
                                    d_gamma.get(), M, N, nullptr);
       kernels::layernorm_bwd_params(dgamma.get(), dbeta.get(), st.in(dout16), st.in(in16), saved_mean.get(),
                                     saved_rstd.get(), M, N, partials.get(), nullptr);
-      cpu->layernorm_bwd(e_din.data(), e_dgamma.data(), e_dbeta.data(), dout.data(), in.data(), e_mean.data(),
-                         e_rstd.data(), gamma.data(), M, N);
+      cpu->layernorm_bwd({e_din.data(), e_dgamma.data(), e_dbeta.data(), dout.data(), in.data(), e_mean.data(),
+                          e_rstd.data(), gamma.data(), M, N});
       expect_close(st.decode(din), e_din, 1e-5, rtol(1e-5), "layernorm_bwd din");
       expect_close(dgamma.host(), e_dgamma, 1e-5, 1e-6, "layernorm_bwd dgamma (fp32)");
       expect_close(dbeta.host(), e_dbeta, 1e-5, 1e-6, "layernorm_bwd dbeta (fp32)");
@@ -231,8 +231,8 @@ TEST_P(Kernels16, LayerNormAndTheResidualBlock) {
     kernels::residual_layernorm_fwd(st.act(out), st.act(res), mean.get(), rstd.get(), st.in(in16),
                                     st.in(residual16), d_gamma.get(), d_beta.get(), M, N, 1e-12f, site, keep_scale,
                                     nullptr);
-    cpu->residual_layernorm_fwd(e_out.data(), e_res.data(), e_mean.data(), e_rstd.data(), in.data(), residual.data(),
-                                gamma.data(), beta.data(), M, N, 1e-12f, site);
+    cpu->residual_layernorm_fwd({e_out.data(), e_res.data(), e_mean.data(), e_rstd.data(), in.data(), residual.data(),
+                                 gamma.data(), beta.data(), M, N, 1e-12f, site});
     expect_equal(st.decode(res), st.round(e_res), "residual_layernorm_fwd res");
     expect_close(st.decode(out), e_out, 1e-5, rtol(1e-5), "residual_layernorm_fwd out");
     expect_close(mean.host(), e_mean, 1e-6, 1e-6, "residual_layernorm_fwd mean (fp32)");
@@ -249,8 +249,8 @@ TEST_P(Kernels16, LayerNormAndTheResidualBlock) {
     kernels::residual_layernorm_bwd(st.act(din), st.act(d_residual), dgamma.get(), dbeta.get(), st.in(dout16),
                                     st.in(res), fused_mean.get(), fused_rstd.get(), d_gamma.get(), M, N, site,
                                     keep_scale, partials.get(), nullptr);
-    cpu->residual_layernorm_bwd(e_din.data(), e_d_residual.data(), e_dgamma.data(), e_dbeta.data(), dout.data(),
-                                res_stored.data(), e_mean.data(), e_rstd.data(), gamma.data(), M, N, site);
+    cpu->residual_layernorm_bwd({e_din.data(), e_d_residual.data(), e_dgamma.data(), e_dbeta.data(), dout.data(),
+                                 res_stored.data(), e_mean.data(), e_rstd.data(), gamma.data(), M, N, site});
     expect_close(st.decode(din), e_din, 1e-5, rtol(1e-5), "residual_layernorm_bwd d_in");
     expect_close(st.decode(d_residual), e_d_residual, 1e-5, rtol(1e-5), "residual_layernorm_bwd d_residual");
     expect_close(dgamma.host(), e_dgamma, 1e-5, 1e-6, "residual_layernorm_bwd dgamma (fp32)");
@@ -270,8 +270,8 @@ TEST_P(Kernels16, ColumnSumOf16BitRows) {
   const Device<double> partials(size_t(kernels::column_sum_chunks(M)) * N);
   kernels::column_sum_add(db.get(), st.in(dout16), M, N, partials.get(), nullptr);
   std::vector<float> dW(size_t(N) * K);
-  cpu->linear_bwd(nullptr, dW.data(), e_db.data(), dout.data(), in.data(), W.data(), nullptr, nullptr, M, K, N,
-                  Activation::none, false);
+  cpu->linear_bwd({nullptr, dW.data(), e_db.data(), dout.data(), in.data(), W.data(), nullptr, nullptr, M, K, N,
+                   Activation::none, false});
   expect_close(db.host(), e_db, 2e-6, 1e-6, "column_sum_add (fp32 result)");
 }
 
@@ -301,7 +301,7 @@ TEST_P(Kernels16, AttentionSoftmax) {
     // Per row: softmax in double of the stored scores, and the backward from the stored P.
     const auto P = st.decode(probs);
     std::vector<float> dP(elems);
-    cpu->dropout_bwd(dP.data(), dgrad_in.data(), elems, site);
+    cpu->dropout_bwd({dP.data(), dgrad_in.data(), elems, site});
     std::vector<double> e_probs(elems), e_dgrad(elems);
     for (int b = 0; b < layout.num_seqs(); ++b) {
       const int s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
@@ -322,7 +322,7 @@ TEST_P(Kernels16, AttentionSoftmax) {
       const std::vector<float> ones(elems, 1.0f);
       std::vector<float> mask(elems);
       std::vector<double> e_dropped(elems);
-      cpu->dropout_bwd(mask.data(), ones.data(), elems, site);
+      cpu->dropout_bwd({mask.data(), ones.data(), elems, site});
       for (int64_t i = 0; i < elems; ++i) e_dropped[i] = e_probs[i] * mask[i];
       expect_close(st.decode(dropped), e_dropped, 1e-6, rtol(1e-5), "dropped probs");
     }
@@ -342,8 +342,8 @@ TEST_P(Kernels16, SoftmaxCrossEntropy) {
   kernels::softmax_xent(st.act(grad16), losses.get(), correct.get(), st.in(grad16), d_labels.get(), M, V, ld, 0.25f,
                         status.get(), nullptr);
   EXPECT_EQ(status.host()[0], 0);
-  cpu->softmax_xent(e_dlogits.data(), e_losses.data(), e_correct.data(), logits.data(), labels.data(), M, V, ld,
-                    0.25f);
+  cpu->softmax_xent({e_dlogits.data(), e_losses.data(), e_correct.data(), logits.data(), labels.data(), M, V, ld,
+                     0.25f});
   expect_close(losses.host(), e_losses, 1e-5, 1e-6, "softmax_xent losses (fp32)");
   EXPECT_EQ(correct.host(), e_correct);
   expect_close(st.decode(grad16), e_dlogits, 1e-7, rtol(1e-5), "softmax_xent dlogits");

@@ -181,17 +181,17 @@ TEST_F(CudaVsCpu, EmbeddingForwardAndBackwardAreExact) {
   Twin<float> out(*cpu, *gpu, T * H);
   for (Ops* ops : {cpu.get(), gpu.get()}) {
     const bool g = ops == gpu.get();
-    ops->embedding_fwd(g ? out.g : out.c, g ? wid.g : wid.c, g ? pid.g : pid.c,
-                       g ? tid.g : tid.c, g ? word.g : word.c, g ? pos.g : pos.c,
-                       g ? type.g : type.c, T, H);
+    ops->embedding_fwd({g ? out.g : out.c, g ? wid.g : wid.c, g ? pid.g : pid.c,
+                        g ? tid.g : tid.c, g ? word.g : word.c, g ? pos.g : pos.c,
+                        g ? type.g : type.c, T, H});
   }
   expect_close(out, kExact, "embedding_fwd");
   Twin<float> dout(*cpu, *gpu, randn(T * H, 8));
   // Gradients accumulate onto existing values; repeated ids must sum in the CPU's order.
   Twin<float> dword(*cpu, *gpu, randn(vocab * H, 9)), dpos(*cpu, *gpu, randn(positions * H, 10)),
       dtype(*cpu, *gpu, randn(types * H, 11));
-  cpu->embedding_bwd(dword.c, dpos.c, dtype.c, dout.c, wid.c, pid.c, tid.c, T, H);
-  gpu->embedding_bwd(dword.g, dpos.g, dtype.g, dout.g, wid.g, pid.g, tid.g, T, H);
+  cpu->embedding_bwd({dword.c, dpos.c, dtype.c, dout.c, wid.c, pid.c, tid.c, T, H});
+  gpu->embedding_bwd({dword.g, dpos.g, dtype.g, dout.g, wid.g, pid.g, tid.g, T, H});
   expect_close(dword, kExact, "embedding_bwd word");
   expect_close(dpos, kExact, "embedding_bwd position");
   expect_close(dtype, kExact, "embedding_bwd type");
@@ -203,12 +203,12 @@ TEST_F(CudaVsCpu, GatherAndScatterAddRowsAreExact) {
   Twin<float> in(*cpu, *gpu, randn(rows_in * H, 12));
   Twin<int32_t> rows(*cpu, *gpu, randint(n, rows_in, 13));
   Twin<float> out(*cpu, *gpu, n * H);
-  cpu->gather_rows(out.c, in.c, rows.c, n, H);
-  gpu->gather_rows(out.g, in.g, rows.g, n, H);
+  cpu->gather_rows({out.c, in.c, rows.c, n, H});
+  gpu->gather_rows({out.g, in.g, rows.g, n, H});
   expect_close(out, kExact, "gather_rows");
   Twin<float> src(*cpu, *gpu, randn(n * H, 14));
-  cpu->scatter_add_rows(in.c, src.c, rows.c, n, H);
-  gpu->scatter_add_rows(in.g, src.g, rows.g, n, H);
+  cpu->scatter_add_rows({in.c, src.c, rows.c, n, H});
+  gpu->scatter_add_rows({in.g, src.g, rows.g, n, H});
   expect_close(in, kExact, "scatter_add_rows");
 }
 
@@ -222,8 +222,8 @@ void run_linear(Ops& cpu, Ops& gpu, Activation act, bool bias, bool accumulate, 
       b(cpu, gpu, randn(N, 22, 0.5f));
   Twin<float> out(cpu, gpu, M * N), pre(cpu, gpu, M * N);
   const bool has_act = act != Activation::none;
-  cpu.linear_fwd(out.c, has_act ? pre.c : nullptr, in.c, W.c, bias ? b.c : nullptr, M, K, N, act);
-  gpu.linear_fwd(out.g, has_act ? pre.g : nullptr, in.g, W.g, bias ? b.g : nullptr, M, K, N, act);
+  cpu.linear_fwd({out.c, has_act ? pre.c : nullptr, in.c, W.c, bias ? b.c : nullptr, M, K, N, act});
+  gpu.linear_fwd({out.g, has_act ? pre.g : nullptr, in.g, W.g, bias ? b.g : nullptr, M, K, N, act});
   expect_close(out, tol, label + " linear_fwd out");
   if (has_act) expect_close(pre, tol, label + " linear_fwd pre_act");
   Twin<float> dout(cpu, gpu, randn(M * N, 23)), scratch(cpu, gpu, M * N);
@@ -232,10 +232,10 @@ void run_linear(Ops& cpu, Ops& gpu, Activation act, bool bias, bool accumulate, 
   // Both backends read the CPU's pre-activation so only the backward is compared.
   std::vector<float> pre_host = pre.cpu_values();
   gpu.upload(pre.g, pre_host.data(), pre_host.size() * sizeof(float));
-  cpu.linear_bwd(din.c, dW.c, bias ? db.c : nullptr, dout.c, in.c, W.c, has_act ? pre.c : nullptr,
-                 scratch.c, M, K, N, act, accumulate);
-  gpu.linear_bwd(din.g, dW.g, bias ? db.g : nullptr, dout.g, in.g, W.g, has_act ? pre.g : nullptr,
-                 scratch.g, M, K, N, act, accumulate);
+  cpu.linear_bwd({din.c, dW.c, bias ? db.c : nullptr, dout.c, in.c, W.c, has_act ? pre.c : nullptr,
+                  scratch.c, M, K, N, act, accumulate});
+  gpu.linear_bwd({din.g, dW.g, bias ? db.g : nullptr, dout.g, in.g, W.g, has_act ? pre.g : nullptr,
+                  scratch.g, M, K, N, act, accumulate});
   expect_close(din, tol, label + " linear_bwd din");
   expect_close(dW, tol, label + " linear_bwd dW");
   if (bias) expect_close(db, tol, label + " linear_bwd db");
@@ -267,8 +267,8 @@ TEST_F(CudaVsCpu, ActivationForwardForRecomputation) {
   Twin<float> pre(*cpu, *gpu, randn(n, 27, 2.0f)), out(*cpu, *gpu, n);
   for (Activation act :
        {Activation::none, Activation::gelu_erf, Activation::gelu_tanh, Activation::tanh}) {
-    cpu->activation_fwd(out.c, pre.c, n, act);
-    gpu->activation_fwd(out.g, pre.g, n, act);
+    cpu->activation_fwd({out.c, pre.c, n, act});
+    gpu->activation_fwd({out.g, pre.g, n, act});
     expect_close(out, kElementwise, "activation_fwd " + std::to_string(static_cast<int>(act)));
   }
 }
@@ -300,16 +300,16 @@ TEST_F(CudaVsCpu, LayerNormForwardBackward) {
     for (auto& v : x) v = 3.0f + 2.0f * v;  // a mean offset exercises the two-pass variance
     Twin<float> in(*cpu, *gpu, x), gamma(*cpu, *gpu, randn(N, 31)), beta(*cpu, *gpu, randn(N, 32));
     Twin<float> out(*cpu, *gpu, M * N), mean(*cpu, *gpu, M), rstd(*cpu, *gpu, M);
-    cpu->layernorm_fwd(out.c, mean.c, rstd.c, in.c, gamma.c, beta.c, M, N, 1e-12f);
-    gpu->layernorm_fwd(out.g, mean.g, rstd.g, in.g, gamma.g, beta.g, M, N, 1e-12f);
+    cpu->layernorm_fwd({out.c, mean.c, rstd.c, in.c, gamma.c, beta.c, M, N, 1e-12f});
+    gpu->layernorm_fwd({out.g, mean.g, rstd.g, in.g, gamma.g, beta.g, M, N, 1e-12f});
     const std::string n = " N=" + std::to_string(N);
     expect_close(out, {1e-4, 1e-4}, "layernorm_fwd out" + n);
     expect_close(mean, kElementwise, "layernorm_fwd mean" + n);
     expect_close(rstd, {1e-5, 1e-6}, "layernorm_fwd rstd" + n);
     Twin<float> dout(*cpu, *gpu, randn(M * N, 33)), din(*cpu, *gpu, M * N);
     Twin<float> dgamma(*cpu, *gpu, randn(N, 34)), dbeta(*cpu, *gpu, randn(N, 35));
-    cpu->layernorm_bwd(din.c, dgamma.c, dbeta.c, dout.c, in.c, mean.c, rstd.c, gamma.c, M, N);
-    gpu->layernorm_bwd(din.g, dgamma.g, dbeta.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N);
+    cpu->layernorm_bwd({din.c, dgamma.c, dbeta.c, dout.c, in.c, mean.c, rstd.c, gamma.c, M, N});
+    gpu->layernorm_bwd({din.g, dgamma.g, dbeta.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N});
     expect_close(din, {1e-4, 1e-4}, "layernorm_bwd din" + n);
     expect_close(dgamma, {1e-4, 1e-4}, "layernorm_bwd dgamma" + n);
     expect_close(dbeta, {1e-5, 1e-5}, "layernorm_bwd dbeta" + n);
@@ -336,18 +336,18 @@ TEST_F(CudaVsCpu, ResidualLayerNormForwardBackward) {
       Twin<float> in(*cpu, *gpu, x), residual(*cpu, *gpu, randn(M * N, 61));
       Twin<float> gamma(*cpu, *gpu, randn(N, 62)), beta(*cpu, *gpu, randn(N, 63));
       Twin<float> out(*cpu, *gpu, M * N), res(*cpu, *gpu, M * N), mean(*cpu, *gpu, M), rstd(*cpu, *gpu, M);
-      cpu->residual_layernorm_fwd(out.c, res.c, mean.c, rstd.c, in.c, residual.c, gamma.c, beta.c, M, N, 1e-12f, site);
-      gpu->residual_layernorm_fwd(out.g, res.g, mean.g, rstd.g, in.g, residual.g, gamma.g, beta.g, M, N, 1e-12f, site);
+      cpu->residual_layernorm_fwd({out.c, res.c, mean.c, rstd.c, in.c, residual.c, gamma.c, beta.c, M, N, 1e-12f, site});
+      gpu->residual_layernorm_fwd({out.g, res.g, mean.g, rstd.g, in.g, residual.g, gamma.g, beta.g, M, N, 1e-12f, site});
       expect_close(res, kExact, "residual_layernorm_fwd res" + label);
       expect_close(out, {1e-4, 1e-4}, "residual_layernorm_fwd out" + label);
       expect_close(mean, kElementwise, "residual_layernorm_fwd mean" + label);
       expect_close(rstd, {1e-5, 1e-6}, "residual_layernorm_fwd rstd" + label);
       Twin<float> grad(*cpu, *gpu, randn(M * N, 64)), d_in(*cpu, *gpu, M * N);
       Twin<float> dgamma(*cpu, *gpu, randn(N, 65)), dbeta(*cpu, *gpu, randn(N, 66));
-      cpu->residual_layernorm_bwd(d_in.c, grad.c, dgamma.c, dbeta.c, grad.c, res.c, mean.c, rstd.c, gamma.c, M, N,
-                                  site);
-      gpu->residual_layernorm_bwd(d_in.g, grad.g, dgamma.g, dbeta.g, grad.g, res.g, mean.g, rstd.g, gamma.g, M, N,
-                                  site);
+      cpu->residual_layernorm_bwd({d_in.c, grad.c, dgamma.c, dbeta.c, grad.c, res.c, mean.c, rstd.c, gamma.c, M, N,
+                                   site});
+      gpu->residual_layernorm_bwd({d_in.g, grad.g, dgamma.g, dbeta.g, grad.g, res.g, mean.g, rstd.g, gamma.g, M, N,
+                                   site});
       expect_close(grad, {1e-4, 1e-4}, "residual_layernorm_bwd d_residual" + label);
       expect_close(d_in, {1e-4, 1e-4}, "residual_layernorm_bwd d_in" + label);
       expect_close(dgamma, {1e-4, 1e-4}, "residual_layernorm_bwd dgamma" + label);
@@ -357,7 +357,7 @@ TEST_F(CudaVsCpu, ResidualLayerNormForwardBackward) {
   const int wide = 16385;  // above the fused kernels' 16384 columns
   Twin<float> x(*cpu, *gpu, wide);
   try {
-    gpu->residual_layernorm_fwd(x.g, x.g, x.g, x.g, x.g, x.g, x.g, x.g, 1, wide, 1e-12f, DropoutSite{});
+    gpu->residual_layernorm_fwd({x.g, x.g, x.g, x.g, x.g, x.g, x.g, x.g, 1, wide, 1e-12f, DropoutSite{}});
     FAIL() << "N=16385 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("residual_layernorm_fwd: N=16385 columns"), std::string::npos) << e.what();
@@ -369,25 +369,25 @@ TEST_F(CudaVsCpu, DropoutMasksMatchTheCpuExactly) {
   const DropoutSite site{1234, 7, 42, 0.1f};
   Twin<float> in(*cpu, *gpu, randn(n, 40)), residual(*cpu, *gpu, randn(n, 41));
   Twin<float> out(*cpu, *gpu, n);
-  cpu->dropout_residual_fwd(out.c, in.c, nullptr, n, site);
-  gpu->dropout_residual_fwd(out.g, in.g, nullptr, n, site);
+  cpu->dropout_residual_fwd({out.c, in.c, nullptr, n, site});
+  gpu->dropout_residual_fwd({out.g, in.g, nullptr, n, site});
   expect_close(out, kExact, "dropout_fwd (mask and scale)");
   const std::vector<float> dropped = out.gpu_values();
   const auto zeros = std::count(dropped.begin(), dropped.end(), 0.0f);
   EXPECT_NEAR(static_cast<double>(zeros) / n, 0.1, 0.01);
-  cpu->dropout_residual_fwd(out.c, in.c, residual.c, n, site);
-  gpu->dropout_residual_fwd(out.g, in.g, residual.g, n, site);
+  cpu->dropout_residual_fwd({out.c, in.c, residual.c, n, site});
+  gpu->dropout_residual_fwd({out.g, in.g, residual.g, n, site});
   expect_close(out, {1e-6, 1e-6}, "dropout_residual_fwd");
   Twin<float> grad(*cpu, *gpu, randn(n, 42));
-  cpu->dropout_bwd(grad.c, grad.c, n, site);  // in place, as the model uses it
-  gpu->dropout_bwd(grad.g, grad.g, n, site);
+  cpu->dropout_bwd({grad.c, grad.c, n, site});  // in place, as the model uses it
+  gpu->dropout_bwd({grad.g, grad.g, n, site});
   expect_close(grad, kExact, "dropout_bwd");
   const DropoutSite off{1234, 7, 42, 0.0f};
-  cpu->dropout_residual_fwd(out.c, in.c, residual.c, n, off);
-  gpu->dropout_residual_fwd(out.g, in.g, residual.g, n, off);
+  cpu->dropout_residual_fwd({out.c, in.c, residual.c, n, off});
+  gpu->dropout_residual_fwd({out.g, in.g, residual.g, n, off});
   expect_close(out, kExact, "dropout p=0 + residual");
   const DropoutSite bad{1, 1, 1, 1.0f};
-  EXPECT_THROW(gpu->dropout_bwd(grad.g, grad.g, n, bad), Error);
+  EXPECT_THROW(gpu->dropout_bwd({grad.g, grad.g, n, bad}), Error);
 }
 
 // ---- attention ---------------------------------------------------------------------------------
@@ -405,15 +405,15 @@ void run_attention(Ops& cpu, Ops& gpu, const AttentionLayout& layout, float p, T
   Twin<float> key_bias(cpu, gpu, bias);
   Twin<float> ctx(cpu, gpu, T * H), probs(cpu, gpu, layout.probs_elems(heads));
   const DropoutSite site{99, 3, 7, p};
-  cpu.attention_fwd(ctx.c, probs.c, qkv.c, key_bias.c, layout, heads, D, site);
-  gpu.attention_fwd(ctx.g, probs.g, qkv.g, key_bias.g, layout, heads, D, site);
+  cpu.attention_fwd({ctx.c, probs.c, qkv.c, key_bias.c, layout, heads, D, site});
+  gpu.attention_fwd({ctx.g, probs.g, qkv.g, key_bias.g, layout, heads, D, site});
   expect_close(probs, tol, label + " attention_fwd probs");
   expect_close(ctx, tol, label + " attention_fwd ctx");
   Twin<float> dctx(cpu, gpu, randn(T * H, 51)), dqkv(cpu, gpu, randn(T * 3 * H, 52));
   std::vector<float> probs_host = probs.cpu_values();
   gpu.upload(probs.g, probs_host.data(), probs_host.size() * sizeof(float));
-  cpu.attention_bwd(dqkv.c, dctx.c, ctx.c, qkv.c, probs.c, layout, heads, D, site);
-  gpu.attention_bwd(dqkv.g, dctx.g, ctx.g, qkv.g, probs.g, layout, heads, D, site);
+  cpu.attention_bwd({dqkv.c, dctx.c, ctx.c, qkv.c, probs.c, layout, heads, D, site});
+  gpu.attention_bwd({dqkv.g, dctx.g, ctx.g, qkv.g, probs.g, layout, heads, D, site});
   expect_close(dqkv, tol, label + " attention_bwd dqkv");
 }
 
@@ -440,7 +440,7 @@ TEST_F(CudaVsCpu, AttentionPaddedAndVariableLength) {
   AttentionLayout bad;
   bad.seq_start = {0, 5, 3};
   Twin<float> x(*cpu, *gpu, 5 * 3 * 64);
-  EXPECT_THROW(gpu->attention_fwd(x.g, x.g, x.g, x.g, bad, 4, 16, DropoutSite{}), Error);
+  EXPECT_THROW(gpu->attention_fwd({x.g, x.g, x.g, x.g, bad, 4, 16, DropoutSite{}}), Error);
 }
 
 // Packed batches of several lengths, with dropout, one after another on the same backend: the
@@ -468,18 +468,18 @@ TEST_F(CudaVsCpu, BackwardReductionsAreBitwiseRepeatable) {
   Twin<int32_t> rows(*cpu, *gpu, randint(M, 7, 94));
   Twin<float> table(*cpu, *gpu, 7 * N);
   Twin<float> d_in(*cpu, *gpu, M * N), d_res(*cpu, *gpu, M * N), dgamma2(*cpu, *gpu, N), dbeta2(*cpu, *gpu, N);
-  gpu->layernorm_fwd(out.g, mean.g, rstd.g, in.g, gamma.g, beta.g, M, N, 1e-12f);
+  gpu->layernorm_fwd({out.g, mean.g, rstd.g, in.g, gamma.g, beta.g, M, N, 1e-12f});
   std::vector<std::vector<float>> runs;
   for (int run = 0; run < 2; ++run) {
     gpu->fill_zero(dgamma.g, bytes);
     gpu->fill_zero(dbeta.g, bytes);
     gpu->fill_zero(table.g, 7 * bytes);
-    gpu->layernorm_bwd(din.g, dgamma.g, dbeta.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N);
-    gpu->scatter_add_rows(table.g, dout.g, rows.g, M, N);
+    gpu->layernorm_bwd({din.g, dgamma.g, dbeta.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N});
+    gpu->scatter_add_rows({table.g, dout.g, rows.g, M, N});
     gpu->fill_zero(dgamma2.g, bytes);
     gpu->fill_zero(dbeta2.g, bytes);
-    gpu->residual_layernorm_bwd(d_in.g, d_res.g, dgamma2.g, dbeta2.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N,
-                                DropoutSite{5, 6, 7, 0.1f});
+    gpu->residual_layernorm_bwd({d_in.g, d_res.g, dgamma2.g, dbeta2.g, dout.g, in.g, mean.g, rstd.g, gamma.g, M, N,
+                                 DropoutSite{5, 6, 7, 0.1f}});
     std::vector<float> all = dgamma.gpu_values();
     for (const auto* t : {&dbeta, &table, &dgamma2, &dbeta2}) {
       const std::vector<float> v = t->gpu_values();
@@ -503,10 +503,10 @@ TEST_F(CudaVsCpu, SoftmaxCrossEntropyWithPaddingAndIgnoredRows) {
     Twin<float> logits(*cpu, *gpu, randn(M * ld, 61, 2.0f)), dlogits(*cpu, *gpu, M * ld);
     Twin<float> losses(*cpu, *gpu, M);
     Twin<int32_t> correct(*cpu, *gpu, M);
-    cpu->softmax_xent(in_place ? logits.c : dlogits.c, losses.c, correct.c, logits.c, lab.c, M, V,
-                      ld, 0.5f);
-    gpu->softmax_xent(in_place ? logits.g : dlogits.g, losses.g, correct.g, logits.g, lab.g, M, V,
-                      ld, 0.5f);
+    cpu->softmax_xent({in_place ? logits.c : dlogits.c, losses.c, correct.c, logits.c, lab.c, M, V,
+                       ld, 0.5f});
+    gpu->softmax_xent({in_place ? logits.g : dlogits.g, losses.g, correct.g, logits.g, lab.g, M, V,
+                       ld, 0.5f});
     const std::string label = in_place ? " (in place)" : "";
     expect_close(losses, kElementwise, "softmax_xent losses" + label);
     expect_close(correct, kExact, "softmax_xent correct" + label);
@@ -517,20 +517,20 @@ TEST_F(CudaVsCpu, SoftmaxCrossEntropyWithPaddingAndIgnoredRows) {
   Twin<int32_t> bad(*cpu, *gpu, too_big);
   Twin<float> logits(*cpu, *gpu, M * ld), losses(*cpu, *gpu, M);
   // The label check runs on the device: the next wait for the stream reports it, once.
-  gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f);
+  gpu->softmax_xent({logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f});
   expect_error([&] { gpu->synchronize(); }, Code::invalid_argument,
                {"label 50 of row 5 is not below the vocabulary size 50"});
-  gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, lab.g, M, V, ld, 1.0f);
+  gpu->softmax_xent({logits.g, losses.g, nullptr, logits.g, lab.g, M, V, ld, 1.0f});
   EXPECT_NO_THROW(gpu->synchronize()) << "the report was cleared";
   // train.debug_sync's observer: the failure is reported by the call that queued it, by name.
   OpSyncCheck check;
   gpu->add_observer(&check);
-  expect_error([&] { gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f); },
+  expect_error([&] { gpu->softmax_xent({logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f}); },
                Code::invalid_argument,
                {"train.debug_sync: the backend failed in softmax_xent: softmax_xent: label 50 of row 5 is not below"});
   // Work queued before the observer came is waited for first, and not blamed on the observed call.
   gpu->remove_observer(&check);
-  gpu->softmax_xent(logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f);
+  gpu->softmax_xent({logits.g, losses.g, nullptr, logits.g, bad.g, M, V, ld, 1.0f});
   gpu->add_observer(&check);
   expect_error([&] { gpu->scale(losses.g, 1.0f, M); }, Code::invalid_argument,
                {"train.debug_sync: the backend failed before scale: softmax_xent: label 50 of row 5"});
@@ -564,9 +564,9 @@ TEST_F(CudaVsCpu, SegmentSumOfSquaresIsDeterministic) {
   const int64_t n = 41007 + 16384;
   Twin<float> x(*cpu, *gpu, randn(n, 70));
   std::vector<double> c(segs.size()), g1(segs.size()), g2(segs.size());
-  cpu->segment_sumsq(c.data(), x.c, segs);
-  gpu->segment_sumsq(g1.data(), x.g, segs);
-  gpu->segment_sumsq(g2.data(), x.g, segs);
+  cpu->segment_sumsq({c.data(), x.c, segs});
+  gpu->segment_sumsq({g1.data(), x.g, segs});
+  gpu->segment_sumsq({g2.data(), x.g, segs});
   for (size_t s = 0; s < segs.size(); ++s) {
     EXPECT_NEAR(g1[s], c[s], 1e-10 * std::max(1.0, c[s])) << "segment " << s;
     EXPECT_EQ(std::memcmp(&g1[s], &g2[s], sizeof(double)), 0) << "segment " << s << " run to run";
@@ -586,8 +586,8 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
   args.bias_correction2 = 1.0f - std::pow(0.999f, 3.0f);
   args.grad_scale = 0.25f;
   const std::vector<float> m0 = m.cpu_values(), v0_copy = v.cpu_values();
-  cpu->adam_direction(update.c, m.c, v.c, grad.c, param.c, segs, args);
-  gpu->adam_direction(update.g, m.g, v.g, grad.g, param.g, segs, args);
+  cpu->adam_direction({update.c, m.c, v.c, grad.c, param.c, segs, args});
+  gpu->adam_direction({update.g, m.g, v.g, grad.g, param.g, segs, args});
   expect_close(m, {1e-6, 1e-9}, "adam m");
   expect_close(v, {1e-6, 1e-12}, "adam v");
   expect_close(update, {1e-5, 1e-6}, "adam update");
@@ -596,10 +596,10 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
   {
     Twin<float> m2(*cpu, *gpu, m0), v2(*cpu, *gpu, v0_copy), update2(*cpu, *gpu, n);
     std::vector<double> fused_gpu(2 * segs.size()), fused_cpu(2 * segs.size()), p_sq(segs.size()), u_sq(segs.size());
-    gpu->adam_direction(update2.g, m2.g, v2.g, grad.g, param.g, segs, args, fused_gpu.data());
-    cpu->adam_direction(update2.c, m2.c, v2.c, grad.c, param.c, segs, args, fused_cpu.data());
-    gpu->segment_sumsq(p_sq.data(), param.g, segs);
-    gpu->segment_sumsq(u_sq.data(), update2.g, segs);
+    gpu->adam_direction({update2.g, m2.g, v2.g, grad.g, param.g, segs, args, fused_gpu.data()});
+    cpu->adam_direction({update2.c, m2.c, v2.c, grad.c, param.c, segs, args, fused_cpu.data()});
+    gpu->segment_sumsq({p_sq.data(), param.g, segs});
+    gpu->segment_sumsq({u_sq.data(), update2.g, segs});
     for (size_t s = 0; s < segs.size(); ++s) {
       EXPECT_EQ(std::memcmp(&fused_gpu[s], &p_sq[s], sizeof(double)), 0) << "param, segment " << s;
       EXPECT_EQ(std::memcmp(&fused_gpu[segs.size() + s], &u_sq[s], sizeof(double)), 0) << "update, segment " << s;
@@ -611,8 +611,8 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
   const std::vector<float> scales = {0.5f, 2.0f, 0.001f, 1.0f, 0.1f};
   std::vector<float> update_host = update.cpu_values();
   gpu->upload(update.g, update_host.data(), update_host.size() * sizeof(float));
-  cpu->apply_update(param.c, update.c, segs, scales);
-  gpu->apply_update(param.g, update.g, segs, scales);
+  cpu->apply_update({param.c, update.c, segs, scales});
+  gpu->apply_update({param.g, update.g, segs, scales});
   expect_close(param, {1e-6, 1e-7}, "apply_update");
   cpu->scale(grad.c, 0.125f, n);
   gpu->scale(grad.g, 0.125f, n);
@@ -622,7 +622,7 @@ TEST_F(CudaVsCpu, AdamDirectionApplyUpdateAndScale) {
 TEST_F(CudaVsCpu, NegativeSegmentIsRejectedLikeOnTheCpu) {
   Twin<float> x(*cpu, *gpu, randn(8, 31));
   double sum = 0.0;
-  expect_error([&] { gpu->segment_sumsq(&sum, x.g, {{0, 4, 0.0f}, {4, -2, 0.0f}}); }, Code::invalid_argument,
+  expect_error([&] { gpu->segment_sumsq({&sum, x.g, {{0, 4, 0.0f}, {4, -2, 0.0f}}}); }, Code::invalid_argument,
                {"segment_sumsq: segment 1 has offset 4 and size -2"});
 }
 

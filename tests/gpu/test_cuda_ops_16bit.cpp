@@ -132,13 +132,13 @@ TEST_P(CudaOps16, DenseLayersForwardAndBackward) {
     const auto out = pair(std::vector<float>(M * N)), pre = pair(std::vector<float>(M * N));
     const auto scratch = pair(std::vector<float>(M * N)), din = pair(std::vector<float>(M * K));
     const bool with_pre = act != Activation::none;
-    cpu->linear_fwd(out.c, with_pre ? pre.c : nullptr, in.c, W.c, b.c, M, K, N, act);
-    gpu->linear_fwd(out.g, with_pre ? pre.g : Act(), in.g, W.g, b.g, M, K, N, act);
+    cpu->linear_fwd({out.c, with_pre ? pre.c : nullptr, in.c, W.c, b.c, M, K, N, act});
+    gpu->linear_fwd({out.g, with_pre ? pre.g : Act(), in.g, W.g, b.g, M, K, N, act});
     expect_close(values(out.g, M * N), values(out.c, M * N), tol, name + " linear_fwd out");
-    cpu->linear_bwd(din.c, dW.c, db.c, dout.c, in.c, W.c, with_pre ? pre.c : nullptr, with_pre ? scratch.c : nullptr,
-                    M, K, N, act, false);
-    gpu->linear_bwd(din.g, dW.g, db.g, dout.g, in.g, W.g, with_pre ? ConstAct(pre.g) : ConstAct(),
-                    with_pre ? scratch.g : Act(), M, K, N, act, false);
+    cpu->linear_bwd({din.c, dW.c, db.c, dout.c, in.c, W.c, with_pre ? pre.c : nullptr, with_pre ? scratch.c : nullptr,
+                     M, K, N, act, false});
+    gpu->linear_bwd({din.g, dW.g, db.g, dout.g, in.g, W.g, with_pre ? ConstAct(pre.g) : ConstAct(),
+                     with_pre ? scratch.g : Act(), M, K, N, act, false});
     expect_close(values(din.g, M * K), values(din.c, M * K), tol, name + " linear_bwd din");
     expect_close(values(dW.g, N * K), values(dW.c, N * K), tol, name + " linear_bwd dW (fp32)");
     expect_close(values(db.g, N), values(db.c, N), tol, name + " linear_bwd db (fp32)");
@@ -163,12 +163,12 @@ TEST_P(CudaOps16, AttentionPaddedPackedAndPerHead) {
     const auto ctx = pair(std::vector<float>(T * H)), probs = pair(std::vector<float>(P));
     const auto dqkv = pair(std::vector<float>(T * 3 * H));
     const DropoutSite site{7, 1, 3, 0.1f};
-    cpu->attention_fwd(ctx.c, probs.c, qkv.c, key_bias.c, *layout, heads, D, site);
-    gpu->attention_fwd(ctx.g, probs.g, qkv.g, key_bias.g, *layout, heads, D, site);
+    cpu->attention_fwd({ctx.c, probs.c, qkv.c, key_bias.c, *layout, heads, D, site});
+    gpu->attention_fwd({ctx.g, probs.g, qkv.g, key_bias.g, *layout, heads, D, site});
     expect_close(values(probs.g, P), values(probs.c, P), tol, name + " probs");
     expect_close(values(ctx.g, T * H), values(ctx.c, T * H), tol, name + " ctx");
-    cpu->attention_bwd(dqkv.c, dctx.c, ctx.c, qkv.c, probs.c, *layout, heads, D, site);
-    gpu->attention_bwd(dqkv.g, dctx.g, ctx.g, qkv.g, probs.g, *layout, heads, D, site);
+    cpu->attention_bwd({dqkv.c, dctx.c, ctx.c, qkv.c, probs.c, *layout, heads, D, site});
+    gpu->attention_bwd({dqkv.g, dctx.g, ctx.g, qkv.g, probs.g, *layout, heads, D, site});
     expect_close(values(dqkv.g, T * 3 * H), values(dqkv.c, T * 3 * H), tol, name + " dqkv");
   }
 }
@@ -176,7 +176,7 @@ TEST_P(CudaOps16, AttentionPaddedPackedAndPerHead) {
 TEST_P(CudaOps16, RefusesFp32ActivationsAndBadOptions) {
   std::vector<float> host(64, 1.0f);
   auto* f = static_cast<float*>(gpu->alloc(256));
-  expect_error([&] { gpu->activation_fwd(f, f, 64, Activation::tanh); }, Code::internal,
+  expect_error([&] { gpu->activation_fwd({f, f, 64, Activation::tanh}); }, Code::internal,
                {"activation_fwd: out is fp32 but this backend stores activations in " +
                 std::string(bf16() ? "bf16" : "fp16")});
   gpu->release(f);

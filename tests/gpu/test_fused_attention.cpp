@@ -157,8 +157,8 @@ void run_attention(Ops& ops, const Case& c, const std::vector<float>& qkv_host,
   masks(c, bias, valid);
   Buffer qkv(ops, qkv_host), key_bias(ops, bias), dctx(ops, dctx_host);
   Buffer out(ops, T * kH), p(ops, layout.probs_elems(kHeads)), grad(ops, randn(T * 3 * kH, 13, 1.0f));
-  ops.attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, layout, kHeads, kHeadDim, fwd);
-  ops.attention_bwd(grad.ptr, dctx.ptr, out.ptr, qkv.ptr, p.ptr, layout, kHeads, kHeadDim, bwd);
+  ops.attention_fwd({out.ptr, p.ptr, qkv.ptr, key_bias.ptr, layout, kHeads, kHeadDim, fwd});
+  ops.attention_bwd({grad.ptr, dctx.ptr, out.ptr, qkv.ptr, p.ptr, layout, kHeads, kHeadDim, bwd});
   ctx = out.values();
   dqkv = grad.values();
 }
@@ -224,8 +224,8 @@ void check_dropout(Ops& gpu, const Case& c, const std::string& label) {
   Buffer qkv(gpu, qkv_host), key_bias(gpu, bias), out(gpu, T * kH);
   Buffer p(gpu, c.layout.probs_elems(kHeads)), never_used(gpu, c.layout.probs_elems(kHeads));
   auto run = [&](uint64_t step) {
-    gpu.attention_fwd(out.ptr, p.ptr, qkv.ptr, key_bias.ptr, c.layout, kHeads, kHeadDim,
-                      DropoutSite{5, step, 9, 0.1f});
+    gpu.attention_fwd({out.ptr, p.ptr, qkv.ptr, key_bias.ptr, c.layout, kHeads, kHeadDim,
+                       DropoutSite{5, step, 9, 0.1f}});
     return out.values();
   };
   const std::vector<float> a = run(1), b = run(1), other = run(2);
@@ -234,14 +234,14 @@ void check_dropout(Ops& gpu, const Case& c, const std::string& label) {
   EXPECT_NE(a, other) << label << ": another step must draw another mask";
   const std::vector<float> dctx_host = grad_output(c, 22);
   Buffer dctx(gpu, dctx_host), dqkv(gpu, T * 3 * kH);
-  gpu.attention_bwd(dqkv.ptr, dctx.ptr, out.ptr, qkv.ptr, p.ptr, c.layout, kHeads, kHeadDim,
-                    DropoutSite{5, 2, 9, 0.1f});
+  gpu.attention_bwd({dqkv.ptr, dctx.ptr, out.ptr, qkv.ptr, p.ptr, c.layout, kHeads, kHeadDim,
+                     DropoutSite{5, 2, 9, 0.1f}});
   const std::vector<float> grads = dqkv.values();
   for (float g : grads) ASSERT_TRUE(std::isfinite(g)) << label;
   EXPECT_EQ(mask_mismatches(c, qkv_host, other, dctx_host, grads, kMaskTolerance, label), 0)
       << label << ": the backward must use the forward's dropout mask";
   SCOPED_TRACE(std::string(label) + ": a backward without its forward must be refused");
-  expect_error([&] { gpu.attention_bwd(dqkv.ptr, dctx.ptr, out.ptr, qkv.ptr, never_used.ptr, c.layout, kHeads, kHeadDim, DropoutSite{}); },
+  expect_error([&] { gpu.attention_bwd({dqkv.ptr, dctx.ptr, out.ptr, qkv.ptr, never_used.ptr, c.layout, kHeads, kHeadDim, DropoutSite{}}); },
                Code::invalid_argument, {"no forward output"});
 }
 
@@ -345,10 +345,10 @@ void run_attention_stored(Ops& ops, const Case& c, std::vector<float> qkv_host, 
   void* dctx = to_device(dctx_host);
   void* out = to_device(std::vector<float>(T * kH));
   void* grad = to_device(randn(T * 3 * kH, 13, 1.0f));
-  ops.attention_fwd(Act(out, type), Act(stats.ptr, type), ConstAct(qkv, type), key_bias.ptr, layout, kHeads, kHeadDim,
-                    DropoutSite{});
-  ops.attention_bwd(Act(grad, type), ConstAct(dctx, type), ConstAct(out, type), ConstAct(qkv, type), ConstAct(stats.ptr, type), layout,
-                    kHeads, kHeadDim, DropoutSite{});
+  ops.attention_fwd({Act(out, type), Act(stats.ptr, type), ConstAct(qkv, type), key_bias.ptr, layout, kHeads, kHeadDim,
+                     DropoutSite{}});
+  ops.attention_bwd({Act(grad, type), ConstAct(dctx, type), ConstAct(out, type), ConstAct(qkv, type), ConstAct(stats.ptr, type), layout,
+                     kHeads, kHeadDim, DropoutSite{}});
   ctx = to_host(out, T * kH);
   dqkv = to_host(grad, T * 3 * kH);
   for (void* p : {qkv, dctx, out, grad}) ops.release(p);
@@ -400,16 +400,16 @@ TEST_F(FusedAttention, ABackwardGivenAnotherCtxThanItsForwardsIsRefused) {
   void* other = gpu->alloc(T * row_bytes);
   void* grad = gpu->alloc(T * 3 * row_bytes);
   for (void* p : {qkv, other}) gpu->fill_zero(p, p == qkv ? T * 3 * row_bytes : T * row_bytes);
-  gpu->attention_fwd(Act(out, DType::bf16), Act(stats.ptr, DType::bf16), ConstAct(qkv, DType::bf16), key_bias.ptr,
-                     c.layout, kHeads, kHeadDim, DropoutSite{});
+  gpu->attention_fwd({Act(out, DType::bf16), Act(stats.ptr, DType::bf16), ConstAct(qkv, DType::bf16), key_bias.ptr,
+                      c.layout, kHeads, kHeadDim, DropoutSite{}});
   expect_error([&] {
-    gpu->attention_bwd(Act(grad, DType::bf16), ConstAct(other, DType::bf16), ConstAct(other, DType::bf16),
-                       ConstAct(qkv, DType::bf16), ConstAct(stats.ptr, DType::bf16), c.layout, kHeads, kHeadDim,
-                       DropoutSite{});
+    gpu->attention_bwd({Act(grad, DType::bf16), ConstAct(other, DType::bf16), ConstAct(other, DType::bf16),
+                        ConstAct(qkv, DType::bf16), ConstAct(stats.ptr, DType::bf16), c.layout, kHeads, kHeadDim,
+                        DropoutSite{}});
   }, Code::invalid_argument, {"attention_bwd: ctx (", "is not the output of the forward that wrote this probs buffer"});
-  gpu->attention_bwd(Act(grad, DType::bf16), ConstAct(other, DType::bf16), ConstAct(out, DType::bf16),
-                     ConstAct(qkv, DType::bf16), ConstAct(stats.ptr, DType::bf16), c.layout, kHeads, kHeadDim,
-                     DropoutSite{});
+  gpu->attention_bwd({Act(grad, DType::bf16), ConstAct(other, DType::bf16), ConstAct(out, DType::bf16),
+                      ConstAct(qkv, DType::bf16), ConstAct(stats.ptr, DType::bf16), c.layout, kHeads, kHeadDim,
+                      DropoutSite{}});
   gpu->synchronize();
   for (void* p : {qkv, out, other, grad}) gpu->release(p);
 }

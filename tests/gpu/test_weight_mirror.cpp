@@ -28,7 +28,7 @@ using testing::randn;
 
 // out [M, N] = in · W^T for W at kWeightAt of params, on `ops`.
 std::vector<float> gemm(Ops& ops, const float* params, const float* in, float* out) {
-  ops.linear_fwd(out, nullptr, in, params + kWeightAt, nullptr, M, K, N, Activation::none);
+  ops.linear_fwd({out, nullptr, in, params + kWeightAt, nullptr, M, K, N, Activation::none});
   std::vector<float> host(M * N);
   ops.download(host.data(), out, host.size() * sizeof(float));
   return host;
@@ -78,7 +78,7 @@ TEST(CudaWeightMirror, GemmsReadTheMirrorAndSeeUpdatesAfterWeightsChanged) {
     EXPECT_EQ(cuda.weight_mirror()->refreshes(), 1) << "no re-cast without weights_changed";
 
     // params -= 2 · params gives exactly -params; the GEMM result negates exactly too.
-    ops->apply_update(buf.params, buf.update, {{0, kParams, 0.0f}}, {2.0f});
+    ops->apply_update({buf.params, buf.update, {{0, kParams, 0.0f}}, {2.0f}});
     EXPECT_EQ(gemm(*ops, buf.params, buf.in, buf.out), first)
         << "until weights_changed the GEMM reads the old mirror (proof it is not re-cast)";
     ops->weights_changed();

@@ -60,7 +60,7 @@ TEST_F(EmulatedKernels, ActivationsMatchTheCpuFormulas) {
   for (Activation act : {Activation::gelu_erf, Activation::gelu_tanh, Activation::tanh}) {
     std::vector<float> out(n), expected(n), dpre(n), expected_dpre(n);
     kernels::activation_fwd(out.data(), pre.data(), n, act, nullptr);
-    cpu->activation_fwd(expected.data(), pre.data(), n, act);
+    cpu->activation_fwd({expected.data(), pre.data(), n, act});
     expect_close(out, expected, 1e-6, 1e-6, "activation_fwd");
     kernels::activation_bwd(dpre.data(), dout.data(), pre.data(), n, act, nullptr);
     dispatch_activation(act, [&](auto tag) {
@@ -81,12 +81,12 @@ TEST_F(EmulatedKernels, DropoutMasksAreTheCpuMasks) {
     for (const float* res : {static_cast<const float*>(nullptr), residual.data()}) {
       std::vector<float> out(n), expected(n);
       kernels::dropout_residual_fwd(out.data(), in.data(), res, n, site, keep_scale, 0, nullptr);
-      cpu->dropout_residual_fwd(expected.data(), in.data(), res, n, site);
+      cpu->dropout_residual_fwd({expected.data(), in.data(), res, n, site});
       expect_equal(out, expected, "dropout_residual_fwd");
     }
     std::vector<float> din(n), expected(n);
     kernels::dropout_bwd(din.data(), in.data(), n, site, keep_scale, nullptr);
-    cpu->dropout_bwd(expected.data(), in.data(), n, site);
+    cpu->dropout_bwd({expected.data(), in.data(), n, site});
     expect_equal(din, expected, "dropout_bwd");
   }
 }
@@ -101,13 +101,13 @@ TEST_F(EmulatedKernels, EmbeddingsGathersAndScatterAddsAreExact) {
   std::vector<float> out(T * H), expected(T * H);
   kernels::embedding_fwd(out.data(), word_ids.data(), pos_ids.data(), type_ids.data(), word.data(),
                          pos.data(), type.data(), T, H, nullptr);
-  cpu->embedding_fwd(expected.data(), word_ids.data(), pos_ids.data(), type_ids.data(),
-                     word.data(), pos.data(), type.data(), T, H);
+  cpu->embedding_fwd({expected.data(), word_ids.data(), pos_ids.data(), type_ids.data(),
+                      word.data(), pos.data(), type.data(), T, H});
   expect_equal(out, expected, "embedding_fwd");
 
   std::vector<float> gathered(T * H), expected_gathered(T * H);
   kernels::gather_rows(gathered.data(), word.data(), word_ids.data(), T, H, nullptr);
-  cpu->gather_rows(expected_gathered.data(), word.data(), word_ids.data(), T, H);
+  cpu->gather_rows({expected_gathered.data(), word.data(), word_ids.data(), T, H});
   expect_equal(gathered, expected_gathered, "gather_rows");
 
   // Rows repeat (45 rows into 17), so the order of the additions decides the bits.
@@ -116,7 +116,7 @@ TEST_F(EmulatedKernels, EmbeddingsGathersAndScatterAddsAreExact) {
   std::vector<char> scratch(kernels::scatter_add_scratch_bytes(T));
   kernels::scatter_add_rows(dst.data(), src.data(), word_ids.data(), T, H, scratch.data(),
                             scratch.size(), nullptr);
-  cpu->scatter_add_rows(expected_dst.data(), src.data(), word_ids.data(), T, H);
+  cpu->scatter_add_rows({expected_dst.data(), src.data(), word_ids.data(), T, H});
   expect_equal(dst, expected_dst, "scatter_add_rows");
 
   // Two long runs (the type ids: 45 rows into 2) over more columns than a block has threads.
@@ -125,7 +125,7 @@ TEST_F(EmulatedKernels, EmbeddingsGathersAndScatterAddsAreExact) {
   auto wide_dst = random_floats(2 * size_t(wide), 14), expected_wide = wide_dst;
   kernels::scatter_add_rows(wide_dst.data(), wide_src.data(), type_ids.data(), T, wide, scratch.data(),
                             scratch.size(), nullptr);
-  cpu->scatter_add_rows(expected_wide.data(), wide_src.data(), type_ids.data(), T, wide);
+  cpu->scatter_add_rows({expected_wide.data(), wide_src.data(), type_ids.data(), T, wide});
   expect_equal(wide_dst, expected_wide, "scatter_add_rows of long runs");
 }
 
@@ -139,8 +139,8 @@ TEST_F(EmulatedKernels, LayerNormMatchesTheCpu) {
     std::vector<float> e_out(M * N), e_mean(M), e_rstd(M);
     kernels::layernorm_fwd(out.data(), mean.data(), rstd.data(), in.data(), gamma.data(),
                            beta.data(), M, N, 1e-12f, nullptr);
-    cpu->layernorm_fwd(e_out.data(), e_mean.data(), e_rstd.data(), in.data(), gamma.data(),
-                       beta.data(), M, N, 1e-12f);
+    cpu->layernorm_fwd({e_out.data(), e_mean.data(), e_rstd.data(), in.data(), gamma.data(),
+                        beta.data(), M, N, 1e-12f});
     expect_close(out, e_out, 1e-5, 1e-5, "layernorm_fwd out");
     expect_close(mean, e_mean, 1e-6, 1e-6, "layernorm_fwd mean");
     expect_close(rstd, e_rstd, 1e-6, 1e-6, "layernorm_fwd rstd");
@@ -153,8 +153,8 @@ TEST_F(EmulatedKernels, LayerNormMatchesTheCpu) {
                                  e_rstd.data(), gamma.data(), M, N, nullptr);
     kernels::layernorm_bwd_params(dgamma.data(), dbeta.data(), dout.data(), in.data(),
                                   e_mean.data(), e_rstd.data(), M, N, partials.data(), nullptr);
-    cpu->layernorm_bwd(e_din.data(), e_dgamma.data(), e_dbeta.data(), dout.data(), in.data(),
-                       e_mean.data(), e_rstd.data(), gamma.data(), M, N);
+    cpu->layernorm_bwd({e_din.data(), e_dgamma.data(), e_dbeta.data(), dout.data(), in.data(),
+                        e_mean.data(), e_rstd.data(), gamma.data(), M, N});
     expect_close(din, e_din, 1e-5, 1e-5, "layernorm_bwd din");
     expect_close(dgamma, e_dgamma, 1e-5, 1e-6, "layernorm_bwd dgamma");
     expect_close(dbeta, e_dbeta, 1e-5, 1e-6, "layernorm_bwd dbeta");
@@ -170,8 +170,8 @@ TEST_F(EmulatedKernels, ColumnSumIsTheCpuBiasGradient) {
   std::vector<double> partials(size_t(kernels::column_sum_chunks(M)) * N);
   kernels::column_sum_add(db.data(), dout.data(), M, N, partials.data(), nullptr);
   std::vector<float> dW(size_t(N) * K);
-  cpu->linear_bwd(nullptr, dW.data(), e_db.data(), dout.data(), in.data(), W.data(), nullptr,
-                  nullptr, M, K, N, Activation::none, false);
+  cpu->linear_bwd({nullptr, dW.data(), e_db.data(), dout.data(), in.data(), W.data(), nullptr,
+                   nullptr, M, K, N, Activation::none, false});
   expect_close(db, e_db, 2e-6, 1e-6, "column_sum_add");
 }
 
@@ -200,7 +200,7 @@ TEST_F(EmulatedKernels, OptimizerKernelsMatchTheCpu) {
   auto table = host.table(segs, zeros);
   std::vector<double> partials(std::max<int64_t>(table.chunks, 1));
   kernels::segment_sumsq(sums.data(), grad.data(), table, partials.data(), nullptr);
-  cpu->segment_sumsq(e_sums.data(), grad.data(), segs);
+  cpu->segment_sumsq({e_sums.data(), grad.data(), segs});
   expect_close(sums, e_sums, 1e-9, 1e-12, "segment_sumsq");
 
   AdamStepArgs args;
@@ -214,8 +214,8 @@ TEST_F(EmulatedKernels, OptimizerKernelsMatchTheCpu) {
   table = host.table(segs, decay);
   kernels::adam_direction(update.data(), m.data(), v.data(), grad.data(), param.data(), table,
                           args, nullptr, nullptr);
-  cpu->adam_direction(e_update.data(), e_m.data(), e_v.data(), grad.data(), param.data(), segs,
-                      args);
+  cpu->adam_direction({e_update.data(), e_m.data(), e_v.data(), grad.data(), param.data(), segs,
+                       args});
   expect_close(m, e_m, 1e-7, 1e-6, "adam m");
   expect_close(v, e_v, 1e-7, 1e-6, "adam v");
   expect_close(update, e_update, 1e-6, 1e-5, "adam update");
@@ -224,7 +224,7 @@ TEST_F(EmulatedKernels, OptimizerKernelsMatchTheCpu) {
   auto p = param, e_p = param;
   table = host.table(segs, scales);
   kernels::apply_update(p.data(), e_update.data(), table, nullptr);
-  cpu->apply_update(e_p.data(), e_update.data(), segs, scales);
+  cpu->apply_update({e_p.data(), e_update.data(), segs, scales});
   expect_equal(p, e_p, "apply_update");
 
   auto x = grad, e_x = grad;
@@ -276,10 +276,10 @@ TEST_F(EmulatedKernels, AttentionSoftmaxMatchesTheCpuAttention) {
       const float keep_scale = 1.0f / (1.0f - p);
       const int64_t elems = layout.probs_elems(heads);
       std::vector<float> ctx(size_t(T) * H), e_probs(elems);
-      cpu->attention_fwd(ctx.data(), e_probs.data(), qkv.data(), key_bias.data(), layout, heads, D,
-                         site);
+      cpu->attention_fwd({ctx.data(), e_probs.data(), qkv.data(), key_bias.data(), layout, heads, D,
+                          site});
       std::vector<float> e_dropped(elems);
-      cpu->dropout_residual_fwd(e_dropped.data(), e_probs.data(), nullptr, elems, site);
+      cpu->dropout_residual_fwd({e_dropped.data(), e_probs.data(), nullptr, elems, site});
 
       auto probs = attention_scores(qkv, layout, heads, D);
       std::vector<float> dropped(elems);
@@ -297,7 +297,7 @@ TEST_F(EmulatedKernels, AttentionSoftmaxMatchesTheCpuAttention) {
       }
       // d(scores) = P ⊙ (dP - Σ_k P·dP) · scale, where dP = dropout_bwd(d(dropped P)).
       std::vector<float> dP(elems), expected(elems);
-      cpu->dropout_bwd(dP.data(), dgrad_in.data(), elems, site);
+      cpu->dropout_bwd({dP.data(), dgrad_in.data(), elems, site});
       for (int b = 0; b < layout.num_seqs(); ++b) {
         const int L = layout.seq_start[b + 1] - layout.seq_start[b];
         const int64_t offset = layout.probs_offset(b, heads);
@@ -327,8 +327,8 @@ TEST_F(EmulatedKernels, SoftmaxCrossEntropyMatchesTheCpu) {
   kernels::softmax_xent(dlogits.data(), losses.data(), correct.data(), logits.data(),
                         labels.data(), M, V, ld, 0.25f, status.data(), nullptr);
   EXPECT_EQ(status[0], 0) << "no label is out of range";
-  cpu->softmax_xent(e_dlogits.data(), e_losses.data(), e_correct.data(), logits.data(),
-                    labels.data(), M, V, ld, 0.25f);
+  cpu->softmax_xent({e_dlogits.data(), e_losses.data(), e_correct.data(), logits.data(),
+                     labels.data(), M, V, ld, 0.25f});
   expect_close(losses, e_losses, 1e-5, 1e-6, "softmax_xent losses");
   expect_equal(correct, e_correct, "softmax_xent correct");
   expect_close(dlogits, e_dlogits, 1e-7, 1e-5, "softmax_xent dlogits");

@@ -82,7 +82,7 @@ TEST(EmulatedTraffic, SoftmaxCrossEntropyMakesNoHostRoundTrip) {
   gpu->upload(logits, host_logits.data(), host_logits.size() * sizeof(float));
   gpu->upload(label_buf, labels.data(), labels.size() * sizeof(int32_t));
   const cuda_emu::Traffic before = cuda_emu::traffic();
-  gpu->softmax_xent(logits, losses, nullptr, logits, label_buf, M, V, V, 1.0f);
+  gpu->softmax_xent({logits, losses, nullptr, logits, label_buf, M, V, V, 1.0f});
   const cuda_emu::Traffic& after = cuda_emu::traffic();
   EXPECT_EQ(after.stream_syncs - before.stream_syncs, 0) << "softmax_xent waited for the stream";
   EXPECT_EQ(after.host_to_device_bytes - before.host_to_device_bytes, 0);
@@ -210,7 +210,7 @@ TEST(EmulatedTraffic, CostModelMatchesTheEmulatedGpuOnTheDeviceOptimizerStep) {
   inputs.lr = 1e-3;
   model.upload(state, &inputs, sizeof inputs);
   const auto step = [&] {
-    model.optimizer_step(buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], segs, TrustRatio::decayed, state);
+    model.optimizer_step({buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], segs, TrustRatio::decayed, state});
   };
   step();
   model.reset();

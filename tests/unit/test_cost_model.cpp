@@ -21,7 +21,7 @@ TEST(CostModel, Bf16DenseLayerCastsItsInputAndReadsWeightsFromTheMirror) {
   auto* in = static_cast<float*>(ops.alloc(M * K * sizeof(float)));
   auto* out = static_cast<float*>(ops.alloc(M * N * sizeof(float)));
   ops.set_weights(weights, N * K + N);
-  for (int call = 0; call < 2; ++call) ops.linear_fwd(out, nullptr, in, weights, weights + N * K, M, K, N, Activation::none);
+  for (int call = 0; call < 2; ++call) ops.linear_fwd({out, nullptr, in, weights, weights + N * K, M, K, N, Activation::none});
   const std::vector<KernelCost>& k = ops.kernels();
   ASSERT_EQ(k.size(), 5u);  // weight refresh, input cast, GEMM; then input cast, GEMM
   EXPECT_EQ(k[0].kind, "cast (weights)");
@@ -35,7 +35,7 @@ TEST(CostModel, Bf16DenseLayerCastsItsInputAndReadsWeightsFromTheMirror) {
   EXPECT_EQ(k[2].unit, MathUnit::tensor16);
   EXPECT_EQ(k[3].kind, "cast (activations)") << "the mirror is refreshed only after weights_changed";
   ops.weights_changed();
-  ops.linear_fwd(out, nullptr, in, weights, weights + N * K, M, K, N, Activation::none);
+  ops.linear_fwd({out, nullptr, in, weights, weights + N * K, M, K, N, Activation::none});
   EXPECT_EQ(ops.kernels()[5].kind, "cast (weights)");
   for (void* p : {static_cast<void*>(weights), static_cast<void*>(in), static_cast<void*>(out)}) ops.release(p);
 }
@@ -50,8 +50,8 @@ TEST(CostModel, Bf16DenseLayerOnSixteenBitActivationsCastsOnlyTheWeights) {
   void* in = ops.alloc(M * K * 2);
   void* out = ops.alloc(M * N * 2);
   ops.set_weights(weights, N * K + N);
-  ops.linear_fwd(Act(out, DType::bf16), nullptr, ConstAct(in, DType::bf16), weights, weights + N * K, M, K, N,
-                 Activation::none);
+  ops.linear_fwd({Act(out, DType::bf16), nullptr, ConstAct(in, DType::bf16), weights, weights + N * K, M, K, N,
+                  Activation::none});
   const std::vector<KernelCost>& k = ops.kernels();
   ASSERT_EQ(k.size(), 2u);  // weight refresh, GEMM: the 16-bit input is read as it is
   EXPECT_EQ(k[0].kind, "cast (weights)");
@@ -166,10 +166,10 @@ TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
   auto* key_bias = static_cast<float*>(ops.alloc(T * sizeof(float)));
   EXPECT_EQ(ops.attention_saved_elems(2, 5, heads), 2 * heads * 5 * 2) << "fp32 statistics in 16-bit elements";
   DropoutSite site;
-  ops.attention_fwd(Act(ctx, DType::bf16), Act(stats, DType::bf16), ConstAct(qkv, DType::bf16), key_bias, layout,
-                    heads, head_dim, site);
-  ops.attention_bwd(Act(dqkv, DType::bf16), ConstAct(ctx, DType::bf16), ConstAct(ctx, DType::bf16),
-                    ConstAct(qkv, DType::bf16), ConstAct(stats, DType::bf16), layout, heads, head_dim, site);
+  ops.attention_fwd({Act(ctx, DType::bf16), Act(stats, DType::bf16), ConstAct(qkv, DType::bf16), key_bias, layout,
+                     heads, head_dim, site});
+  ops.attention_bwd({Act(dqkv, DType::bf16), ConstAct(ctx, DType::bf16), ConstAct(ctx, DType::bf16),
+                     ConstAct(qkv, DType::bf16), ConstAct(stats, DType::bf16), layout, heads, head_dim, site});
   const std::vector<KernelCost>& k = ops.kernels();
   ASSERT_EQ(k.size(), 9u) << "cuDNN writes O into the 16-bit ctx: no copy";
   const double fwd_flops = 4.0 * (3 * 3 + 5 * 5) * head_dim * heads;
@@ -196,8 +196,8 @@ TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
   ops.reset();
   layout.seq_start = {0, 4, 8};
   site.p = 0.1f;
-  ops.attention_fwd(Act(ctx, DType::bf16), Act(stats, DType::bf16), ConstAct(qkv, DType::bf16), key_bias, layout,
-                    heads, head_dim, site);
+  ops.attention_fwd({Act(ctx, DType::bf16), Act(stats, DType::bf16), ConstAct(qkv, DType::bf16), key_bias, layout,
+                     heads, head_dim, site});
   ASSERT_EQ(k.size(), 4u);
   EXPECT_EQ(k[0].kind, "fused attention");
   EXPECT_EQ(k[0].write_bytes, 16.0) << "the dropout seed and offset";

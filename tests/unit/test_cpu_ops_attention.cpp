@@ -145,8 +145,8 @@ void run_forward(Ops& ops, const AttnCase& c, const DropoutSite& site, std::vect
                  std::vector<float>& probs) {
   ctx.assign(c.T() * c.H(), 0.0f);
   probs.assign(c.layout.probs_elems(c.heads), 0.0f);
-  ops.attention_fwd(ctx.data(), probs.data(), c.qkv.data(), c.key_bias.data(), c.layout, c.heads,
-                    c.head_dim, site);
+  ops.attention_fwd({ctx.data(), probs.data(), c.qkv.data(), c.key_bias.data(), c.layout, c.heads,
+                     c.head_dim, site});
 }
 
 class CpuAttention : public ::testing::TestWithParam<float> {};
@@ -192,8 +192,8 @@ TEST_P(CpuAttention, BackwardMatchesFiniteDifferences) {
   };
   f();
   std::vector<float> dqkv(c.qkv.size(), 55.0f);  // overwritten
-  ops->attention_bwd(dqkv.data(), R.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
-                     c.head_dim, site);
+  ops->attention_bwd({dqkv.data(), R.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+                      c.head_dim, site});
   const std::vector<double> numeric = numeric_grad(c.qkv, f, 1e-2f);
   expect_close(dqkv, numeric, 2e-3, 2e-3, "dqkv vs finite differences");
   const Reference r = reference_attention(c, site, &R);
@@ -208,8 +208,8 @@ TEST_P(CpuAttention, LargerBackwardMatchesDoubleReference) {
   std::vector<float> ctx, probs;
   run_forward(*ops, c, site, ctx, probs);
   std::vector<float> dqkv(c.qkv.size(), 55.0f);
-  ops->attention_bwd(dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
-                     c.head_dim, site);
+  ops->attention_bwd({dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+                      c.head_dim, site});
   const Reference r = reference_attention(c, site, &dctx);
   expect_close(dqkv, r.dqkv, 2e-5, 1e-4, "dqkv");
 }
@@ -223,8 +223,8 @@ TEST_P(CpuAttention, BitwiseEqualAcrossRunsAndThreadCounts) {
     auto ops = make_cpu_ops(threads);
     std::vector<float> ctx, probs, dqkv(c.qkv.size());
     run_forward(*ops, c, site, ctx, probs);
-    ops->attention_bwd(dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
-                       c.head_dim, site);
+    ops->attention_bwd({dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+                        c.head_dim, site});
     if (first_ctx.empty()) {
       first_ctx = ctx;
       first_dqkv = dqkv;
@@ -244,8 +244,8 @@ TEST(CpuAttentionChecks, DecreasingSeqStartIsRejected) {
   layout.seq_start = {0, 4, 2};
   std::vector<float> buf(1024);
   try {
-    ops->attention_fwd(buf.data(), buf.data(), buf.data(), buf.data(), layout, 2, 4,
-                       attention_site(0.0f));
+    ops->attention_fwd({buf.data(), buf.data(), buf.data(), buf.data(), layout, 2, 4,
+                        attention_site(0.0f)});
     FAIL() << "decreasing seq_start accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);

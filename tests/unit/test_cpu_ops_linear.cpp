@@ -63,8 +63,8 @@ TEST_P(CpuLinear, ForwardMatchesDoubleLoop) {
       }
     }
     std::vector<float> out(M * N), pre(M * N);
-    ops->linear_fwd(out.data(), act == Activation::none ? nullptr : pre.data(), in.data(),
-                    W.data(), with_bias ? b.data() : nullptr, M, K, N, act);
+    ops->linear_fwd({out.data(), act == Activation::none ? nullptr : pre.data(), in.data(),
+                     W.data(), with_bias ? b.data() : nullptr, M, K, N, act});
     const std::string what = act_name(act) + (with_bias ? " with bias" : " without bias");
     expect_close(out, expected_out, 1e-6, 1e-5, what + " out");
     if (act != Activation::none) expect_close(pre, expected_pre, 1e-6, 1e-5, what + " pre_act");
@@ -80,8 +80,8 @@ TEST_P(CpuLinear, ActivationAloneEqualsTheEpilogueBitwise) {
   const std::vector<float> W = random_floats(N * K, 5, -0.5f, 0.5f);
   const std::vector<float> b = random_floats(N, 6);
   std::vector<float> out(M * N), pre(M * N), again(M * N);
-  ops->linear_fwd(out.data(), pre.data(), in.data(), W.data(), b.data(), M, K, N, act);
-  ops->activation_fwd(again.data(), pre.data(), M * N, act);
+  ops->linear_fwd({out.data(), pre.data(), in.data(), W.data(), b.data(), M, K, N, act});
+  ops->activation_fwd({again.data(), pre.data(), M * N, act});
   EXPECT_EQ(again, out) << act_name(act);
 }
 
@@ -95,15 +95,15 @@ TEST_P(CpuLinear, BackwardMatchesFiniteDifferences) {
   std::vector<float> out(M * N), pre(M * N);
   float* pre_ptr = act == Activation::none ? nullptr : pre.data();
   auto f = [&]() {
-    ops->linear_fwd(out.data(), pre_ptr, in.data(), W.data(), b.data(), M, K, N, act);
+    ops->linear_fwd({out.data(), pre_ptr, in.data(), W.data(), b.data(), M, K, N, act});
     return weighted_sum(out, R);
   };
   f();
   // dW and db accumulate onto what is there; din is overwritten (start from garbage).
   const std::vector<float> dW0 = random_floats(N * K, 8), db0 = random_floats(N, 9);
   std::vector<float> din(M * K, 123.0f), dW = dW0, db = db0, scratch(M * N);
-  ops->linear_bwd(din.data(), dW.data(), db.data(), R.data(), in.data(), W.data(), pre_ptr,
-                  act == Activation::none ? nullptr : scratch.data(), M, K, N, act, false);
+  ops->linear_bwd({din.data(), dW.data(), db.data(), R.data(), in.data(), W.data(), pre_ptr,
+                   act == Activation::none ? nullptr : scratch.data(), M, K, N, act, false});
   const float h = 1e-2f;
   const std::vector<double> num_in = numeric_grad(in, f, h);
   std::vector<double> num_W = numeric_grad(W, f, h);
@@ -120,8 +120,8 @@ TEST_P(CpuLinear, BackwardMatchesFiniteDifferences) {
   const std::vector<float> din_first = din;
   std::vector<float> din_acc = random_floats(M * K, 10);
   const std::vector<float> din_acc0 = din_acc;
-  ops->linear_bwd(din_acc.data(), nullptr, nullptr, R.data(), in.data(), W.data(), pre_ptr,
-                  act == Activation::none ? nullptr : scratch.data(), M, K, N, act, true);
+  ops->linear_bwd({din_acc.data(), nullptr, nullptr, R.data(), in.data(), W.data(), pre_ptr,
+                   act == Activation::none ? nullptr : scratch.data(), M, K, N, act, true});
   std::vector<double> expected(M * K);
   for (size_t i = 0; i < expected.size(); ++i) expected[i] = double(din_acc0[i]) + din_first[i];
   expect_close(din_acc, expected, 1e-6, 1e-6, what + " accumulate_din");
@@ -136,14 +136,14 @@ TEST(CpuLinearChecks, ActivationWithoutPreActThrows) {
   auto ops = make_cpu_ops(1);
   std::vector<float> in(M * K), W(N * K), out(M * N);
   try {
-    ops->linear_fwd(out.data(), nullptr, in.data(), W.data(), nullptr, M, K, N, Activation::gelu_erf);
+    ops->linear_fwd({out.data(), nullptr, in.data(), W.data(), nullptr, M, K, N, Activation::gelu_erf});
     FAIL() << "missing pre_act accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("pre_act"), std::string::npos) << e.what();
   }
   try {
-    ops->linear_fwd(out.data(), nullptr, in.data(), W.data(), nullptr, M, 0, N, Activation::none);
+    ops->linear_fwd({out.data(), nullptr, in.data(), W.data(), nullptr, M, 0, N, Activation::none});
     FAIL() << "K = 0 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("K=0"), std::string::npos) << e.what();
@@ -165,10 +165,10 @@ TEST(CpuLinearDeterminism, TwoRunsAreBitwiseEqual) {
     dW[run].assign(n * k, 0.0f);
     db[run].assign(n, 0.0f);
     std::vector<float> scratch(m * n);
-    ops->linear_fwd(out[run].data(), pre[run].data(), in.data(), W.data(), b.data(), m, k, n,
-                    Activation::gelu_erf);
-    ops->linear_bwd(din[run].data(), dW[run].data(), db[run].data(), dout.data(), in.data(),
-                    W.data(), pre[run].data(), scratch.data(), m, k, n, Activation::gelu_erf, false);
+    ops->linear_fwd({out[run].data(), pre[run].data(), in.data(), W.data(), b.data(), m, k, n,
+                     Activation::gelu_erf});
+    ops->linear_bwd({din[run].data(), dW[run].data(), db[run].data(), dout.data(), in.data(),
+                     W.data(), pre[run].data(), scratch.data(), m, k, n, Activation::gelu_erf, false});
   }
   EXPECT_EQ(out[0], out[1]);
   EXPECT_EQ(din[0], din[1]);

@@ -39,8 +39,8 @@ TEST(CpuSoftmaxXent, MatchesDoubleLoopAndIgnoresPaddingAndLabelMinusOne) {
   const float grad_scale = 0.25f;
   std::vector<float> dlogits(M * LD, 77.0f), losses(M, -1.0f);
   std::vector<int32_t> correct(M, -1);
-  ops->softmax_xent(dlogits.data(), losses.data(), correct.data(), c.logits.data(),
-                    c.labels.data(), M, V, LD, grad_scale);
+  ops->softmax_xent({dlogits.data(), losses.data(), correct.data(), c.logits.data(),
+                     c.labels.data(), M, V, LD, grad_scale});
   std::vector<double> e_loss(M, 0.0), e_grad(M * LD, 0.0);
   std::vector<int32_t> e_correct(M, 0);
   for (int64_t i = 0; i < M; ++i) {
@@ -75,8 +75,8 @@ TEST(CpuSoftmaxXent, GradientMatchesFiniteDifferences) {
   std::vector<float> dlogits(M * LD), losses(M);
   const float grad_scale = 1.5f;
   auto f = [&]() {
-    ops->softmax_xent(dlogits.data(), losses.data(), nullptr, c.logits.data(), c.labels.data(), M,
-                      V, LD, grad_scale);
+    ops->softmax_xent({dlogits.data(), losses.data(), nullptr, c.logits.data(), c.labels.data(), M,
+                       V, LD, grad_scale});
     double total = 0.0;
     for (float l : losses) total += l;
     return total * grad_scale;
@@ -92,11 +92,11 @@ TEST(CpuSoftmaxXent, GradientMayOverwriteLogits) {
   XentCase c;
   std::vector<float> separate(M * LD), losses_a(M), losses_b(M);
   std::vector<int32_t> correct_a(M), correct_b(M);
-  ops->softmax_xent(separate.data(), losses_a.data(), correct_a.data(), c.logits.data(),
-                    c.labels.data(), M, V, LD, 1.0f);
+  ops->softmax_xent({separate.data(), losses_a.data(), correct_a.data(), c.logits.data(),
+                     c.labels.data(), M, V, LD, 1.0f});
   std::vector<float> inplace = c.logits;
-  ops->softmax_xent(inplace.data(), losses_b.data(), correct_b.data(), inplace.data(),
-                    c.labels.data(), M, V, LD, 1.0f);
+  ops->softmax_xent({inplace.data(), losses_b.data(), correct_b.data(), inplace.data(),
+                     c.labels.data(), M, V, LD, 1.0f});
   EXPECT_EQ(inplace, separate);
   EXPECT_EQ(losses_a, losses_b);
   EXPECT_EQ(correct_a, correct_b);
@@ -108,8 +108,8 @@ TEST(CpuSoftmaxXent, LabelOutsideVocabularyThrows) {
   c.labels[4] = V;
   std::vector<float> dlogits(M * LD), losses(M);
   try {
-    ops->softmax_xent(dlogits.data(), losses.data(), nullptr, c.logits.data(), c.labels.data(), M,
-                      V, LD, 1.0f);
+    ops->softmax_xent({dlogits.data(), losses.data(), nullptr, c.logits.data(), c.labels.data(), M,
+                       V, LD, 1.0f});
     FAIL() << "label V accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);
@@ -136,7 +136,7 @@ TEST(CpuOptimizer, SegmentSumsqMatchesLoopForAnyThreadCount) {
   for (int threads : {1, 2, 3}) {
     auto ops = make_cpu_ops(threads);
     std::vector<double> out(segs.size(), -1.0);
-    ops->segment_sumsq(out.data(), x.data(), segs);
+    ops->segment_sumsq({out.data(), x.data(), segs});
     expect_close(out, expected, 0.0, 1e-13, "segment_sumsq");
     EXPECT_EQ(out[2], 0.0);
     if (first.empty()) first = out;
@@ -172,7 +172,7 @@ TEST(CpuOptimizer, AdamDirectionAndApplyUpdateFollowTheFormula) {
                                        s.weight_decay * double(param[i]));
     }
   }
-  ops->adam_direction(update.data(), m.data(), v.data(), grad.data(), param.data(), segs, args);
+  ops->adam_direction({update.data(), m.data(), v.data(), grad.data(), param.data(), segs, args});
   expect_close(m, e_m, 1e-8, 1e-5, "m");
   expect_close(v, e_v, 1e-10, 1e-5, "v");
   expect_close(update, e_update, 1e-6, 1e-4, "update");
@@ -185,11 +185,11 @@ TEST(CpuOptimizer, AdamDirectionAndApplyUpdateFollowTheFormula) {
   std::vector<float> m2 = random_floats(kBufferSize, 33, -0.1f, 0.1f), v2 = random_floats(kBufferSize, 34, 0.0f, 0.01f);
   std::vector<float> update2(kBufferSize, 0.0f);
   std::vector<double> fused(2 * segs.size()), p_sq(segs.size()), u_sq(segs.size());
-  ops->adam_direction(update2.data(), m2.data(), v2.data(), grad.data(), param.data(), segs, args, fused.data());
+  ops->adam_direction({update2.data(), m2.data(), v2.data(), grad.data(), param.data(), segs, args, fused.data()});
   EXPECT_EQ(update2, update);
   EXPECT_EQ(m2, m);
-  ops->segment_sumsq(p_sq.data(), param.data(), segs);
-  ops->segment_sumsq(u_sq.data(), update.data(), segs);
+  ops->segment_sumsq({p_sq.data(), param.data(), segs});
+  ops->segment_sumsq({u_sq.data(), update.data(), segs});
   for (size_t s = 0; s < segs.size(); ++s) {
     EXPECT_EQ(fused[s], p_sq[s]) << "param, segment " << s;
     EXPECT_EQ(fused[segs.size() + s], u_sq[s]) << "update, segment " << s;
@@ -197,7 +197,7 @@ TEST(CpuOptimizer, AdamDirectionAndApplyUpdateFollowTheFormula) {
 
   const std::vector<float> scales = {0.1f, -2.0f, 5.0f, 0.5f};
   std::vector<float> p = param;
-  ops->apply_update(p.data(), update.data(), segs, scales);
+  ops->apply_update({p.data(), update.data(), segs, scales});
   std::vector<float> e_p = param;
   for (size_t s = 0; s < segs.size(); ++s) {
     for (int64_t i = segs[s].offset; i < segs[s].offset + segs[s].size; ++i) {
@@ -205,7 +205,7 @@ TEST(CpuOptimizer, AdamDirectionAndApplyUpdateFollowTheFormula) {
     }
   }
   EXPECT_EQ(p, e_p);
-  EXPECT_THROW(ops->apply_update(p.data(), update.data(), segs, {1.0f}), Error);
+  EXPECT_THROW(ops->apply_update({p.data(), update.data(), segs, {1.0f}}), Error);
 }
 
 TEST(CpuOptimizer, ScaleMultipliesEveryElement) {
@@ -221,7 +221,7 @@ TEST(CpuOptimizer, NegativeSegmentSizeIsRejected) {
   std::vector<double> out(1);
   std::vector<float> x(4);
   try {
-    ops->segment_sumsq(out.data(), x.data(), {{0, -3, 0.0f}});
+    ops->segment_sumsq({out.data(), x.data(), {{0, -3, 0.0f}}});
     FAIL() << "negative size accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("size -3"), std::string::npos) << e.what();

@@ -120,8 +120,8 @@ TEST(CpuEmbedding, ForwardMatchesLoop) {
   EmbeddingCase c;
   const int H = EmbeddingCase::kHidden, T = EmbeddingCase::kTokens;
   std::vector<float> out(T * H);
-  ops->embedding_fwd(out.data(), c.word.data(), c.pos.data(), c.type.data(), c.word_emb.data(),
-                     c.pos_emb.data(), c.type_emb.data(), T, H);
+  ops->embedding_fwd({out.data(), c.word.data(), c.pos.data(), c.type.data(), c.word_emb.data(),
+                      c.pos_emb.data(), c.type_emb.data(), T, H});
   for (int t = 0; t < T; ++t) {
     for (int j = 0; j < H; ++j) {
       const float expected =
@@ -149,8 +149,8 @@ TEST(CpuEmbedding, BackwardAccumulatesInTokenOrder) {
   for (int threads : {1, 2, 3}) {
     auto ops = make_cpu_ops(threads);
     std::vector<float> dw = dword0, dp = dpos0, dt = dtype0;
-    ops->embedding_bwd(dw.data(), dp.data(), dt.data(), dout.data(), c.word.data(), c.pos.data(),
-                       c.type.data(), T, H);
+    ops->embedding_bwd({dw.data(), dp.data(), dt.data(), dout.data(), c.word.data(), c.pos.data(),
+                        c.type.data(), T, H});
     EXPECT_EQ(dw, ew) << threads << " threads";
     EXPECT_EQ(dp, ep) << threads << " threads";
     EXPECT_EQ(dt, et) << threads << " threads";
@@ -163,7 +163,7 @@ TEST(CpuGather, GatherRowsCopiesRows) {
   const std::vector<float> in = random_floats(rows_in * H, 20);
   const std::vector<int32_t> rows = {9, 0, 3, 3, 5};
   std::vector<float> out(rows.size() * H);
-  ops->gather_rows(out.data(), in.data(), rows.data(), static_cast<int64_t>(rows.size()), H);
+  ops->gather_rows({out.data(), in.data(), rows.data(), static_cast<int64_t>(rows.size()), H});
   for (size_t i = 0; i < rows.size(); ++i) {
     for (int j = 0; j < H; ++j) ASSERT_EQ(out[i * H + j], in[rows[i] * H + j]) << i << "," << j;
   }
@@ -181,7 +181,7 @@ TEST(CpuGather, ScatterAddRowsAccumulatesRepeatsDeterministically) {
   for (int threads : {1, 2, 4}) {
     auto ops = make_cpu_ops(threads);
     std::vector<float> dst = dst0;
-    ops->scatter_add_rows(dst.data(), src.data(), rows.data(), static_cast<int64_t>(rows.size()), H);
+    ops->scatter_add_rows({dst.data(), src.data(), rows.data(), static_cast<int64_t>(rows.size()), H});
     EXPECT_EQ(dst, expected) << threads << " threads";
   }
 }
@@ -189,7 +189,7 @@ TEST(CpuGather, ScatterAddRowsAccumulatesRepeatsDeterministically) {
 TEST(CpuGather, BadShapeNamesTheValues) {
   auto ops = make_cpu_ops(1);
   try {
-    ops->gather_rows(nullptr, nullptr, nullptr, 3, 0);
+    ops->gather_rows({nullptr, nullptr, nullptr, 3, 0});
     FAIL() << "H = 0 accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);

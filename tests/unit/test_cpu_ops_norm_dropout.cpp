@@ -31,8 +31,8 @@ TEST(CpuLayerNorm, ForwardMatchesDoubleLoop) {
   const std::vector<float> beta = random_floats(N, 3);
   const float eps = 1e-5f;
   std::vector<float> out(M * N), mean(M), rstd(M);
-  ops->layernorm_fwd(out.data(), mean.data(), rstd.data(), in.data(), gamma.data(), beta.data(), M,
-                     N, eps);
+  ops->layernorm_fwd({out.data(), mean.data(), rstd.data(), in.data(), gamma.data(), beta.data(), M,
+                      N, eps});
   std::vector<double> e_out(M * N), e_mean(M), e_rstd(M);
   for (int64_t i = 0; i < M; ++i) {
     double mu = 0.0;
@@ -60,15 +60,15 @@ TEST(CpuLayerNorm, BackwardMatchesFiniteDifferences) {
   const float eps = 1e-12f;
   std::vector<float> out(M * N), mean(M), rstd(M);
   auto f = [&]() {
-    ops->layernorm_fwd(out.data(), mean.data(), rstd.data(), in.data(), gamma.data(), beta.data(),
-                       M, N, eps);
+    ops->layernorm_fwd({out.data(), mean.data(), rstd.data(), in.data(), gamma.data(), beta.data(),
+                        M, N, eps});
     return weighted_sum(out, R);
   };
   f();
   const std::vector<float> dgamma0 = random_floats(N, 8), dbeta0 = random_floats(N, 9);
   std::vector<float> din(M * N, -7.0f), dgamma = dgamma0, dbeta = dbeta0;
-  ops->layernorm_bwd(din.data(), dgamma.data(), dbeta.data(), R.data(), in.data(), mean.data(),
-                     rstd.data(), gamma.data(), M, N);
+  ops->layernorm_bwd({din.data(), dgamma.data(), dbeta.data(), R.data(), in.data(), mean.data(),
+                      rstd.data(), gamma.data(), M, N});
   const float h = 1e-3f;
   const std::vector<double> num_in = numeric_grad(in, f, h);
   std::vector<double> num_gamma = numeric_grad(gamma, f, h);
@@ -92,10 +92,10 @@ TEST(CpuLayerNorm, ParameterGradientsIndependentOfThreadCount) {
   for (int r = 0; r < 2; ++r) {
     auto ops = make_cpu_ops(threads[r]);
     std::vector<float> out(m * n), mean(m), rstd(m), din(m * n), dgamma(n), dbeta(n);
-    ops->layernorm_fwd(out.data(), mean.data(), rstd.data(), in.data(), gamma.data(), beta.data(),
-                       m, n, 1e-12f);
-    ops->layernorm_bwd(din.data(), dgamma.data(), dbeta.data(), dout.data(), in.data(),
-                       mean.data(), rstd.data(), gamma.data(), m, n);
+    ops->layernorm_fwd({out.data(), mean.data(), rstd.data(), in.data(), gamma.data(), beta.data(),
+                        m, n, 1e-12f});
+    ops->layernorm_bwd({din.data(), dgamma.data(), dbeta.data(), dout.data(), in.data(),
+                        mean.data(), rstd.data(), gamma.data(), m, n});
     results[r] = out;
     results[r].insert(results[r].end(), din.begin(), din.end());
     results[r].insert(results[r].end(), dgamma.begin(), dgamma.end());
@@ -119,7 +119,7 @@ TEST(CpuDropout, KeepsElementsWherePhiloxUniformReachesP) {
   const std::vector<float> in = random_floats(n, 20), residual = random_floats(n, 21);
   const DropoutSite site = site_with(0.1f);
   std::vector<float> out(n);
-  ops->dropout_residual_fwd(out.data(), in.data(), residual.data(), n, site);
+  ops->dropout_residual_fwd({out.data(), in.data(), residual.data(), n, site});
   const float keep_scale = 1.0f / (1.0f - site.p);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -137,9 +137,9 @@ TEST(CpuDropout, SameSiteSameMaskOtherStepOtherMask) {
   const int64_t n = 40000;
   const std::vector<float> ones(n, 1.0f);
   std::vector<float> a(n), b(n), c(n);
-  ops->dropout_residual_fwd(a.data(), ones.data(), nullptr, n, site_with(0.5f));
-  ops->dropout_residual_fwd(b.data(), ones.data(), nullptr, n, site_with(0.5f));
-  ops->dropout_residual_fwd(c.data(), ones.data(), nullptr, n, site_with(0.5f, 4));
+  ops->dropout_residual_fwd({a.data(), ones.data(), nullptr, n, site_with(0.5f)});
+  ops->dropout_residual_fwd({b.data(), ones.data(), nullptr, n, site_with(0.5f)});
+  ops->dropout_residual_fwd({c.data(), ones.data(), nullptr, n, site_with(0.5f, 4)});
   EXPECT_EQ(a, b);
   int64_t same = 0, kept = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -156,11 +156,11 @@ TEST(CpuDropout, ZeroProbabilityIsIdentity) {
   const int64_t n = 1001;
   const std::vector<float> in = random_floats(n, 22), residual = random_floats(n, 23);
   std::vector<float> out(n), grad(n);
-  ops->dropout_residual_fwd(out.data(), in.data(), nullptr, n, site_with(0.0f));
+  ops->dropout_residual_fwd({out.data(), in.data(), nullptr, n, site_with(0.0f)});
   EXPECT_EQ(out, in);
-  ops->dropout_residual_fwd(out.data(), in.data(), residual.data(), n, site_with(0.0f));
+  ops->dropout_residual_fwd({out.data(), in.data(), residual.data(), n, site_with(0.0f)});
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[i] + residual[i]);
-  ops->dropout_bwd(grad.data(), in.data(), n, site_with(0.0f));
+  ops->dropout_bwd({grad.data(), in.data(), n, site_with(0.0f)});
   EXPECT_EQ(grad, in);
 }
 
@@ -170,11 +170,11 @@ TEST(CpuDropout, BackwardUsesTheForwardMaskAndWorksInPlace) {
   const DropoutSite site = site_with(0.3f);
   const std::vector<float> ones(n, 1.0f), dout = random_floats(n, 24);
   std::vector<float> mask(n), din(n);
-  ops->dropout_residual_fwd(mask.data(), ones.data(), nullptr, n, site);  // mask·scale
-  ops->dropout_bwd(din.data(), dout.data(), n, site);
+  ops->dropout_residual_fwd({mask.data(), ones.data(), nullptr, n, site});  // mask·scale
+  ops->dropout_bwd({din.data(), dout.data(), n, site});
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(din[i], dout[i] * mask[i]) << "element " << i;
   std::vector<float> inplace = dout;
-  ops->dropout_bwd(inplace.data(), inplace.data(), n, site);
+  ops->dropout_bwd({inplace.data(), inplace.data(), n, site});
   EXPECT_EQ(inplace, din);
 }
 
@@ -182,13 +182,13 @@ TEST(CpuDropout, ProbabilityOutsideRangeThrows) {
   auto ops = make_cpu_ops(1);
   std::vector<float> x(4);
   try {
-    ops->dropout_residual_fwd(x.data(), x.data(), nullptr, 4, site_with(1.0f));
+    ops->dropout_residual_fwd({x.data(), x.data(), nullptr, 4, site_with(1.0f)});
     FAIL() << "p = 1 accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("tensor id 17"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(ops->dropout_bwd(x.data(), x.data(), 4, site_with(-0.1f)), Error);
+  EXPECT_THROW(ops->dropout_bwd({x.data(), x.data(), 4, site_with(-0.1f)}), Error);
 }
 
 // The residual block's buffers and its unfused reference: dropout_residual_fwd + layernorm_fwd
@@ -207,17 +207,17 @@ struct ResidualBlock {
         d_residual(m * n), dgamma(random_floats(n, seed + 5)), dbeta(random_floats(n, seed + 6)) {}
 
   void fused(Ops& ops, const DropoutSite& site) {
-    ops.residual_layernorm_fwd(out.data(), res.data(), mean.data(), rstd.data(), in.data(), residual.data(),
-                               gamma.data(), beta.data(), m, n, 1e-12f, site);
-    ops.residual_layernorm_bwd(d_in.data(), d_residual.data(), dgamma.data(), dbeta.data(), dout.data(), res.data(),
-                               mean.data(), rstd.data(), gamma.data(), m, n, site);
+    ops.residual_layernorm_fwd({out.data(), res.data(), mean.data(), rstd.data(), in.data(), residual.data(),
+                                gamma.data(), beta.data(), m, n, 1e-12f, site});
+    ops.residual_layernorm_bwd({d_in.data(), d_residual.data(), dgamma.data(), dbeta.data(), dout.data(), res.data(),
+                                mean.data(), rstd.data(), gamma.data(), m, n, site});
   }
   void unfused(Ops& ops, const DropoutSite& site) {
-    ops.dropout_residual_fwd(res.data(), in.data(), residual.data(), m * n, site);
-    ops.layernorm_fwd(out.data(), mean.data(), rstd.data(), res.data(), gamma.data(), beta.data(), m, n, 1e-12f);
-    ops.layernorm_bwd(d_residual.data(), dgamma.data(), dbeta.data(), dout.data(), res.data(), mean.data(),
-                      rstd.data(), gamma.data(), m, n);
-    ops.dropout_bwd(d_in.data(), d_residual.data(), m * n, site);
+    ops.dropout_residual_fwd({res.data(), in.data(), residual.data(), m * n, site});
+    ops.layernorm_fwd({out.data(), mean.data(), rstd.data(), res.data(), gamma.data(), beta.data(), m, n, 1e-12f});
+    ops.layernorm_bwd({d_residual.data(), dgamma.data(), dbeta.data(), dout.data(), res.data(), mean.data(),
+                       rstd.data(), gamma.data(), m, n});
+    ops.dropout_bwd({d_in.data(), d_residual.data(), m * n, site});
   }
 };
 
@@ -272,8 +272,8 @@ TEST(CpuResidualLayerNorm, ResidualGradientInPlaceOverDout) {
   b.fused(*ops, site_with(0.1f));
   // The same starting dgamma, dbeta as b's (seeds 50 + 5, 50 + 6).
   std::vector<float> grad = b.dout, d_in(b.m * b.n), dgamma = random_floats(b.n, 55), dbeta = random_floats(b.n, 56);
-  ops->residual_layernorm_bwd(d_in.data(), grad.data(), dgamma.data(), dbeta.data(), grad.data(), b.res.data(),
-                              b.mean.data(), b.rstd.data(), b.gamma.data(), b.m, b.n, site_with(0.1f));
+  ops->residual_layernorm_bwd({d_in.data(), grad.data(), dgamma.data(), dbeta.data(), grad.data(), b.res.data(),
+                               b.mean.data(), b.rstd.data(), b.gamma.data(), b.m, b.n, site_with(0.1f)});
   EXPECT_EQ(grad, b.d_residual);
   EXPECT_EQ(d_in, b.d_in);
   EXPECT_EQ(dgamma, b.dgamma);  // each dout element was read before d_residual overwrote it

@@ -56,60 +56,63 @@ void CpuOps::compute_probs_offsets(const AttentionLayout& layout, int heads) {
   seq_probs_offset_[seqs] = total;
 }
 
-void CpuOps::attention_fwd_f32(float* ctx, float* probs, const float* qkv, const float* key_bias,
-                                const AttentionLayout& layout, int heads, int head_dim,
-                                const DropoutSite& site) {
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
-  const int64_t max_len = layout.max_len();
-  const bool dropout = site.p > 0.0f;
-  const float keep_scale = dropout_keep_scale(site);
-  const float score_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  compute_probs_offsets(layout, heads);
+void CpuOps::attention_fwd_impl(const AttentionFwdArgs& a) {
+  float* ctx = a.ctx.f32();
+  float* probs = a.probs.f32();
+  const float* qkv = a.qkv.f32();
+  const int64_t H = static_cast<int64_t>(a.heads) * a.head_dim, ld_qkv = 3 * H;
+  const int64_t max_len = a.layout.max_len();
+  const bool dropout = a.site.p > 0.0f;
+  const float keep_scale = dropout_keep_scale(a.site);
+  const float score_scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  compute_probs_offsets(a.layout, a.heads);
   float* scratch = dropout ? attention_scratch(static_cast<size_t>(max_len * max_len)) : nullptr;
-  const int64_t tasks = static_cast<int64_t>(layout.num_seqs()) * heads;
+  const int64_t tasks = static_cast<int64_t>(a.layout.num_seqs()) * a.heads;
 #pragma omp parallel for schedule(dynamic) num_threads(threads_)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int b = static_cast<int>(task / heads), h = static_cast<int>(task % heads);
-    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    const int b = static_cast<int>(task / a.heads), h = static_cast<int>(task % a.heads);
+    const int64_t s0 = a.layout.seq_start[b], L = a.layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const float* q = qkv + s0 * ld_qkv + static_cast<int64_t>(h) * head_dim;  // [L, D], row stride ld_qkv
+    const float* q = qkv + s0 * ld_qkv + static_cast<int64_t>(h) * a.head_dim;  // [L, D], row stride ld_qkv
     const float* k = q + H;
     const float* v = q + 2 * H;
     const int64_t p_off = seq_probs_offset_[b] + h * L * L;
     float* P = probs + p_off;  // [L, L]
-    cpu_gemm(L, L, head_dim, 1.0f, {q, ld_qkv, false}, {k, ld_qkv, true}, 0.0f, P, L, 1);
-    for (int64_t r = 0; r < L; ++r) softmax_row_fwd(P + r * L, key_bias + s0, L, score_scale);
-    float* out = ctx + s0 * H + static_cast<int64_t>(h) * head_dim;  // [L, D], row stride H
+    cpu_gemm(L, L, a.head_dim, 1.0f, {q, ld_qkv, false}, {k, ld_qkv, true}, 0.0f, P, L, 1);
+    for (int64_t r = 0; r < L; ++r) softmax_row_fwd(P + r * L, a.key_bias + s0, L, score_scale);
+    float* out = ctx + s0 * H + static_cast<int64_t>(h) * a.head_dim;  // [L, D], row stride H
     if (!dropout) {
-      cpu_gemm(L, head_dim, L, 1.0f, {P, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
+      cpu_gemm(L, a.head_dim, L, 1.0f, {P, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
       continue;
     }
     float* dropped = scratch + static_cast<size_t>(omp_get_thread_num()) * max_len * max_len;
-    for_each_dropout_uniform(site, p_off, p_off + L * L, [&](int64_t i, float u) {
-      dropped[i - p_off] = u >= site.p ? P[i - p_off] * keep_scale : 0.0f;
+    for_each_dropout_uniform(a.site, p_off, p_off + L * L, [&](int64_t i, float u) {
+      dropped[i - p_off] = u >= a.site.p ? P[i - p_off] * keep_scale : 0.0f;
     });
-    cpu_gemm(L, head_dim, L, 1.0f, {dropped, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
+    cpu_gemm(L, a.head_dim, L, 1.0f, {dropped, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
   }
 }
 
-void CpuOps::attention_bwd_f32(float* dqkv, const float* dctx, const float* qkv, const float* probs,
-                                const AttentionLayout& layout, int heads, int head_dim,
-                                const DropoutSite& site) {
-  const int64_t H = static_cast<int64_t>(heads) * head_dim, ld_qkv = 3 * H;
-  const int64_t max_len = layout.max_len();
-  const bool dropout = site.p > 0.0f;
-  const float keep_scale = dropout_keep_scale(site);
-  const float score_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  compute_probs_offsets(layout, heads);
+void CpuOps::attention_bwd_impl(const AttentionBwdArgs& a) {
+  float* dqkv = a.dqkv.f32();
+  const float* dctx = a.dctx.f32();
+  const float* qkv = a.qkv.f32();
+  const float* probs = a.probs.f32();
+  const int64_t H = static_cast<int64_t>(a.heads) * a.head_dim, ld_qkv = 3 * H;
+  const int64_t max_len = a.layout.max_len();
+  const bool dropout = a.site.p > 0.0f;
+  const float keep_scale = dropout_keep_scale(a.site);
+  const float score_scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  compute_probs_offsets(a.layout, a.heads);
   const size_t per_thread = static_cast<size_t>(max_len * max_len) * (dropout ? 2 : 1);
   float* scratch = attention_scratch(per_thread);
-  const int64_t tasks = static_cast<int64_t>(layout.num_seqs()) * heads;
+  const int64_t tasks = static_cast<int64_t>(a.layout.num_seqs()) * a.heads;
 #pragma omp parallel for schedule(dynamic) num_threads(threads_)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int b = static_cast<int>(task / heads), h = static_cast<int>(task % heads);
-    const int64_t s0 = layout.seq_start[b], L = layout.seq_start[b + 1] - s0;
+    const int b = static_cast<int>(task / a.heads), h = static_cast<int>(task % a.heads);
+    const int64_t s0 = a.layout.seq_start[b], L = a.layout.seq_start[b + 1] - s0;
     if (L == 0) continue;
-    const int64_t col = static_cast<int64_t>(h) * head_dim;
+    const int64_t col = static_cast<int64_t>(h) * a.head_dim;
     // [L, D] blocks with row stride ld_qkv (q, k, v and their gradients) or H (dout).
     const float* q = qkv + s0 * ld_qkv + col;
     const float* k = q + H;
@@ -122,22 +125,22 @@ void CpuOps::attention_bwd_f32(float* dqkv, const float* dctx, const float* qkv,
     const float* P = probs + p_off;  // [L, L]
     float* dP = scratch + static_cast<size_t>(omp_get_thread_num()) * per_thread;  // [L, L]
     // Gradient w.r.t. the probabilities after dropout, then through the dropout mask.
-    cpu_gemm(L, L, head_dim, 1.0f, {dout, H, false}, {v, ld_qkv, true}, 0.0f, dP, L, 1);
+    cpu_gemm(L, L, a.head_dim, 1.0f, {dout, H, false}, {v, ld_qkv, true}, 0.0f, dP, L, 1);
     if (dropout) {
       float* dropped = dP + max_len * max_len;  // [L, L] = dropout(P)
-      for_each_dropout_uniform(site, p_off, p_off + L * L, [&](int64_t i, float u) {
-        const bool keep = u >= site.p;
+      for_each_dropout_uniform(a.site, p_off, p_off + L * L, [&](int64_t i, float u) {
+        const bool keep = u >= a.site.p;
         dropped[i - p_off] = keep ? P[i - p_off] * keep_scale : 0.0f;
         dP[i - p_off] = keep ? dP[i - p_off] * keep_scale : 0.0f;
       });
-      cpu_gemm(L, head_dim, L, 1.0f, {dropped, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
+      cpu_gemm(L, a.head_dim, L, 1.0f, {dropped, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     } else {
-      cpu_gemm(L, head_dim, L, 1.0f, {P, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
+      cpu_gemm(L, a.head_dim, L, 1.0f, {P, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     }
     // Softmax backward: dS = P ⊙ (dP - Σ_k dP ⊙ P), then the 1/sqrt(D) score scale.
     for (int64_t r = 0; r < L; ++r) softmax_row_bwd(dP + r * L, P + r * L, L, score_scale);
-    cpu_gemm(L, head_dim, L, 1.0f, {dP, L, false}, {k, ld_qkv, false}, 0.0f, dq, ld_qkv, 1);
-    cpu_gemm(L, head_dim, L, 1.0f, {dP, L, true}, {q, ld_qkv, false}, 0.0f, dk, ld_qkv, 1);
+    cpu_gemm(L, a.head_dim, L, 1.0f, {dP, L, false}, {k, ld_qkv, false}, 0.0f, dq, ld_qkv, 1);
+    cpu_gemm(L, a.head_dim, L, 1.0f, {dP, L, true}, {q, ld_qkv, false}, 0.0f, dk, ld_qkv, 1);
   }
 }
 

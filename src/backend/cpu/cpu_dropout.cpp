@@ -16,36 +16,40 @@ int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
 }  // namespace
 
-void CpuOps::dropout_residual_fwd_f32(float* out, const float* in, const float* residual, int64_t n,
-                                       const DropoutSite& site) {
-  const float keep_scale = dropout_keep_scale(site);
-  const int64_t chunks = chunks_of(n);
+void CpuOps::dropout_residual_fwd_impl(const DropoutResidualFwdArgs& a) {
+  float* out = a.out.f32();
+  const float* in = a.in.f32();
+  const float* residual = a.residual.f32();
+  const float keep_scale = dropout_keep_scale(a.site);
+  const int64_t chunks = chunks_of(a.n);
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-    if (site.p == 0.0f) {
+    const int64_t begin = c * kChunk, end = std::min(a.n, begin + kChunk);
+    if (a.site.p == 0.0f) {
       for (int64_t i = begin; i < end; ++i) out[i] = residual ? in[i] + residual[i] : in[i];
       continue;
     }
-    for_each_dropout_uniform(site, begin, end, [&](int64_t i, float u) {
-      const float dropped = u >= site.p ? in[i] * keep_scale : 0.0f;
+    for_each_dropout_uniform(a.site, begin, end, [&](int64_t i, float u) {
+      const float dropped = u >= a.site.p ? in[i] * keep_scale : 0.0f;
       out[i] = residual ? dropped + residual[i] : dropped;
     });
   }
 }
 
-void CpuOps::dropout_bwd_f32(float* din, const float* dout, int64_t n, const DropoutSite& site) {
-  if (site.p == 0.0f) {
-    if (din != dout) copy(din, dout, static_cast<size_t>(n) * sizeof(float));
+void CpuOps::dropout_bwd_impl(const DropoutBwdArgs& a) {
+  float* din = a.din.f32();
+  const float* dout = a.dout.f32();
+  if (a.site.p == 0.0f) {
+    if (din != dout) copy(din, dout, static_cast<size_t>(a.n) * sizeof(float));
     return;
   }
-  const float keep_scale = dropout_keep_scale(site);
-  const int64_t chunks = chunks_of(n);
+  const float keep_scale = dropout_keep_scale(a.site);
+  const int64_t chunks = chunks_of(a.n);
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-    for_each_dropout_uniform(site, begin, end, [&](int64_t i, float u) {
-      din[i] = u >= site.p ? dout[i] * keep_scale : 0.0f;
+    const int64_t begin = c * kChunk, end = std::min(a.n, begin + kChunk);
+    for_each_dropout_uniform(a.site, begin, end, [&](int64_t i, float u) {
+      din[i] = u >= a.site.p ? dout[i] * keep_scale : 0.0f;
     });
   }
 }

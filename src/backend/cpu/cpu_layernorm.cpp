@@ -124,61 +124,67 @@ void residual_layernorm_row_bwd(float* d_res, double* acc_gamma, double* acc_bet
 
 }  // namespace
 
-void CpuOps::residual_layernorm_fwd_f32(float* out, float* res, float* mean, float* rstd, const float* in,
-                                         const float* residual, const float* gamma, const float* beta, int64_t M,
-                                         int N, float eps, const DropoutSite& site) {
-  const float keep_scale = dropout_keep_scale(site);
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-  for (int64_t i = 0; i < M; ++i) {
-    dropout_residual_row(res + i * N, in + i * N, residual + i * N, i * N, N, site, keep_scale);
-    layernorm_row_fwd(out + i * N, mean + i, rstd + i, res + i * N, gamma, beta, N, eps);
+void CpuOps::residual_layernorm_fwd_impl(const ResidualLayernormFwdArgs& a) {
+  float* out = a.out.f32();
+  float* res = a.res.f32();
+  const float* in = a.in.f32();
+  const float* residual = a.residual.f32();
+  const float keep_scale = dropout_keep_scale(a.site);
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
+  for (int64_t i = 0; i < a.M; ++i) {
+    dropout_residual_row(res + i * a.N, in + i * a.N, residual + i * a.N, i * a.N, a.N, a.site, keep_scale);
+    layernorm_row_fwd(out + i * a.N, a.mean + i, a.rstd + i, res + i * a.N, a.gamma, a.beta, a.N, a.eps);
   }
 }
 
-void CpuOps::residual_layernorm_bwd_f32(float* d_in, float* d_residual, float* dgamma, float* dbeta,
-                                         const float* dout, const float* res, const float* mean, const float* rstd,
-                                         const float* gamma, int64_t M, int N, const DropoutSite& site) {
-  const float keep_scale = dropout_keep_scale(site);
-  const int64_t chunks = (M + kRowsPerChunk - 1) / kRowsPerChunk;
-  layernorm_partials_.resize(std::max<size_t>(layernorm_partials_.size(), static_cast<size_t>(chunks) * 2 * N));
+void CpuOps::residual_layernorm_bwd_impl(const ResidualLayernormBwdArgs& a) {
+  float* d_in = a.d_in.f32();
+  float* d_residual = a.d_residual.f32();
+  const float* dout = a.dout.f32();
+  const float* res = a.res.f32();
+  const float keep_scale = dropout_keep_scale(a.site);
+  const int64_t chunks = (a.M + kRowsPerChunk - 1) / kRowsPerChunk;
+  layernorm_partials_.resize(std::max<size_t>(layernorm_partials_.size(), static_cast<size_t>(chunks) * 2 * a.N));
   double* partials = layernorm_partials_.data();  // [chunks][2N]: dgamma part | dbeta part
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
   for (int64_t c = 0; c < chunks; ++c) {
-    double* acc = partials + c * 2 * N;
-    std::fill(acc, acc + 2 * N, 0.0);
-    for (int64_t i = c * kRowsPerChunk; i < std::min(M, (c + 1) * kRowsPerChunk); ++i) {
-      residual_layernorm_row_bwd(d_residual + i * N, acc, acc + N, dout + i * N, res + i * N, mean[i], rstd[i], gamma,
-                                 N);
-      dropout_row_bwd(d_in + i * N, d_residual + i * N, i * N, N, site, keep_scale);
+    double* acc = partials + c * 2 * a.N;
+    std::fill(acc, acc + 2 * a.N, 0.0);
+    for (int64_t i = c * kRowsPerChunk; i < std::min(a.M, (c + 1) * kRowsPerChunk); ++i) {
+      residual_layernorm_row_bwd(d_residual + i * a.N, acc, acc + a.N, dout + i * a.N, res + i * a.N, a.mean[i], a.rstd[i], a.gamma,
+                                 a.N);
+      dropout_row_bwd(d_in + i * a.N, d_residual + i * a.N, i * a.N, a.N, a.site, keep_scale);
     }
   }
-  for (int j = 0; j < N; ++j) {
+  for (int j = 0; j < a.N; ++j) {
     double g = 0.0, b = 0.0;
     for (int64_t c = 0; c < chunks; ++c) {
-      g += partials[c * 2 * N + j];
-      b += partials[c * 2 * N + N + j];
+      g += partials[c * 2 * a.N + j];
+      b += partials[c * 2 * a.N + a.N + j];
     }
-    dgamma[j] += static_cast<float>(g);
-    dbeta[j] += static_cast<float>(b);
+    a.dgamma[j] += static_cast<float>(g);
+    a.dbeta[j] += static_cast<float>(b);
   }
 }
 
-void CpuOps::layernorm_fwd_f32(float* out, float* mean, float* rstd, const float* in,
-                                const float* gamma, const float* beta, int64_t M, int N, float eps) {
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-  for (int64_t i = 0; i < M; ++i) layernorm_row_fwd(out + i * N, mean + i, rstd + i, in + i * N, gamma, beta, N, eps);
+void CpuOps::layernorm_fwd_impl(const LayernormFwdArgs& a) {
+  float* out = a.out.f32();
+  const float* in = a.in.f32();
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
+  for (int64_t i = 0; i < a.M; ++i) layernorm_row_fwd(out + i * a.N, a.mean + i, a.rstd + i, in + i * a.N, a.gamma, a.beta, a.N, a.eps);
 }
 
-void CpuOps::layernorm_bwd_f32(float* din, float* dgamma, float* dbeta, const float* dout,
-                                const float* in, const float* mean, const float* rstd,
-                                const float* gamma, int64_t M, int N) {
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-  for (int64_t i = 0; i < M; ++i) layernorm_row_bwd(din + i * N, dout + i * N, in + i * N, mean[i], rstd[i], gamma, N);
-  const int blocks = (N + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
+void CpuOps::layernorm_bwd_impl(const LayernormBwdArgs& a) {
+  float* din = a.din.f32();
+  const float* dout = a.dout.f32();
+  const float* in = a.in.f32();
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
+  for (int64_t i = 0; i < a.M; ++i) layernorm_row_bwd(din + i * a.N, dout + i * a.N, in + i * a.N, a.mean[i], a.rstd[i], a.gamma, a.N);
+  const int blocks = (a.N + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * kColumnBlock;
-    layernorm_columns_bwd(dgamma, dbeta, dout, in, mean, rstd, M, N, c0, std::min(N, c0 + kColumnBlock));
+    layernorm_columns_bwd(a.dgamma, a.dbeta, dout, in, a.mean, a.rstd, a.M, a.N, c0, std::min(a.N, c0 + kColumnBlock));
   }
 }
 

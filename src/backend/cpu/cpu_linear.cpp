@@ -57,67 +57,74 @@ void CpuOps::linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> 
   cpu_gemm_bf16(M, N, K, 1.0f, A, b, beta, C, ldc, threads_);
 }
 
-void CpuOps::linear_fwd_f32(float* out, float* pre_act, const float* in, const float* W,
-                             const float* b, int64_t M, int K, int N, Activation act) {
-  if (M == 0) return;
+void CpuOps::linear_fwd_impl(const LinearFwdArgs& a) {
+  float* out = a.out.f32();
+  float* pre_act = a.pre_act.f32();
+  const float* in = a.in.f32();
+  if (a.M == 0) return;
   // With an activation the GEMM lands in pre_act and the epilogue writes out from it.
-  float* gemm_out = act == Activation::none ? out : pre_act;  // [M, N]
-  linear_gemm(M, N, K, {in, K, false}, {W, K, true}, 0.0f, gemm_out, N);
-  if (act == Activation::none && b == nullptr) return;
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-  for (int64_t i = 0; i < M; ++i) {
-    float* row = gemm_out + i * N;
-    if (b != nullptr) {
-      for (int j = 0; j < N; ++j) row[j] += b[j];
+  float* gemm_out = a.act == Activation::none ? out : pre_act;  // [M, N]
+  linear_gemm(a.M, a.N, a.K, {in, a.K, false}, {a.W, a.K, true}, 0.0f, gemm_out, a.N);
+  if (a.act == Activation::none && a.b == nullptr) return;
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
+  for (int64_t i = 0; i < a.M; ++i) {
+    float* row = gemm_out + i * a.N;
+    if (a.b != nullptr) {
+      for (int j = 0; j < a.N; ++j) row[j] += a.b[j];
     }
-    if (act != Activation::none) activation_array(act, out + i * N, row, N);
+    if (a.act != Activation::none) activation_array(a.act, out + i * a.N, row, a.N);
   }
 }
 
-void CpuOps::activation_fwd_f32(float* out, const float* pre, int64_t n, Activation act) {
-  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+void CpuOps::activation_fwd_impl(const ActivationFwdArgs& a) {
+  float* out = a.out.f32();
+  const float* pre = a.pre.f32();
+  const int64_t chunks = (a.n + kParallelElements - 1) / kParallelElements;
 #pragma omp parallel for num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kParallelElements;
-    activation_array(act, out + begin, pre + begin, std::min(kParallelElements, n - begin));
+    activation_array(a.act, out + begin, pre + begin, std::min(kParallelElements, a.n - begin));
   }
 }
 
-void CpuOps::linear_bwd_f32(float* din, float* dW, float* db, const float* dout, const float* in,
-                             const float* W, const float* pre_act, float* dpre_scratch, int64_t M,
-                             int K, int N, Activation act, bool accumulate_din) {
-  if (M == 0) return;
+void CpuOps::linear_bwd_impl(const LinearBwdArgs& a) {
+  float* din = a.din.f32();
+  const float* dout = a.dout.f32();
+  const float* in = a.in.f32();
+  const float* pre_act = a.pre_act.f32();
+  float* dpre_scratch = a.dpre_scratch.f32();
+  if (a.M == 0) return;
   const float* dpre = dout;  // [M, N]
-  if (act != Activation::none) {
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
-    for (int64_t i = 0; i < M; ++i) {
-      activation_grad_array(act, dpre_scratch + i * N, dout + i * N, pre_act + i * N, N);
+  if (a.act != Activation::none) {
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
+    for (int64_t i = 0; i < a.M; ++i) {
+      activation_grad_array(a.act, dpre_scratch + i * a.N, dout + i * a.N, pre_act + i * a.N, a.N);
     }
     dpre = dpre_scratch;
   }
-  if (db != nullptr) {
-    const int blocks = (N + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (M * N > kParallelElements)
+  if (a.db != nullptr) {
+    const int blocks = (a.N + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
     for (int blk = 0; blk < blocks; ++blk) {
-      const int c0 = blk * kColumnBlock, c1 = std::min(N, c0 + kColumnBlock);
+      const int c0 = blk * kColumnBlock, c1 = std::min(a.N, c0 + kColumnBlock);
       double acc[kColumnBlock] = {};
-      for (int64_t i = 0; i < M; ++i) {
-        const float* row = dpre + i * N;
+      for (int64_t i = 0; i < a.M; ++i) {
+        const float* row = dpre + i * a.N;
         for (int j = c0; j < c1; ++j) acc[j - c0] += row[j];
       }
-      for (int j = c0; j < c1; ++j) db[j] += static_cast<float>(acc[j - c0]);
+      for (int j = c0; j < c1; ++j) a.db[j] += static_cast<float>(acc[j - c0]);
     }
   }
   // dW[N,K] += dpreᵀ[N,M] · in[M,K];  din[M,K] (+)= dpre[M,N] · W[N,K].
-  const float din_beta = accumulate_din ? 1.0f : 0.0f;
+  const float din_beta = a.accumulate_din ? 1.0f : 0.0f;
   if (bf16_gemm_inputs_) {  // dpre converted once for both products
-    const GemmOperand<uint16_t> dpre16 = bf16_operand({dpre, N, false}, M, N, bf16_a_);
-    if (dW != nullptr) linear_gemm(N, K, M, {dpre16.data, dpre16.ld, true}, {in, K, false}, 1.0f, dW, K);
-    if (din != nullptr) linear_gemm(M, K, N, dpre16, {W, K, false}, din_beta, din, K);
+    const GemmOperand<uint16_t> dpre16 = bf16_operand({dpre, a.N, false}, a.M, a.N, bf16_a_);
+    if (a.dW != nullptr) linear_gemm(a.N, a.K, a.M, {dpre16.data, dpre16.ld, true}, {in, a.K, false}, 1.0f, a.dW, a.K);
+    if (din != nullptr) linear_gemm(a.M, a.K, a.N, dpre16, {a.W, a.K, false}, din_beta, din, a.K);
     return;
   }
-  if (dW != nullptr) linear_gemm(N, K, M, {dpre, N, true}, {in, K, false}, 1.0f, dW, K);
-  if (din != nullptr) linear_gemm(M, K, N, {dpre, N, false}, {W, K, false}, din_beta, din, K);
+  if (a.dW != nullptr) linear_gemm(a.N, a.K, a.M, {dpre, a.N, true}, {in, a.K, false}, 1.0f, a.dW, a.K);
+  if (din != nullptr) linear_gemm(a.M, a.K, a.N, {dpre, a.N, false}, {a.W, a.K, false}, din_beta, din, a.K);
 }
 
 }  // namespace bert

@@ -81,4 +81,6 @@ void CpuOps::fill_zero_impl(void* dst, size_t bytes) {
   }
 }
 
+void CpuOps::synchronize_impl() {}  // the CPU computes as it is called
+
 }  // namespace bert

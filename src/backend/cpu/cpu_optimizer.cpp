@@ -59,74 +59,70 @@ void CpuOps::finish_sumsq(double* host_out, size_t segments, int sets) const {
   }
 }
 
-void CpuOps::segment_sumsq_impl(double* host_out, const float* x, const std::vector<ParamSegment>& segs) {
-  const int64_t total_chunks = plan_sumsq_chunks(segs, 1);
+void CpuOps::segment_sumsq_impl(const SegmentSumsqArgs& a) {
+  const int64_t total_chunks = plan_sumsq_chunks(a.segs, 1);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads_) if (total_chunks > 1)
   for (int64_t c = 0; c < total_chunks; ++c) {
-    const SumsqChunk k = sumsq_chunk_at(segs, c);
-    sumsq_partials_[c] = sumsq_chunk(x + segs[k.segment].offset, k.begin, k.end);
+    const SumsqChunk k = sumsq_chunk_at(a.segs, c);
+    sumsq_partials_[c] = sumsq_chunk(a.x + a.segs[k.segment].offset, k.begin, k.end);
   }
-  finish_sumsq(host_out, segs.size(), 1);
+  finish_sumsq(a.host_out, a.segs.size(), 1);
 }
 
 // In segment_sumsq's chunks, so the optional sums of squares (of the chunk just written, still in
 // cache) are computed exactly as segment_sumsq computes them.
-void CpuOps::adam_direction_impl(float* update, float* m, float* v, const float* grad,
-                                 const float* param, const std::vector<ParamSegment>& segs,
-                                 const AdamStepArgs& args, double* host_sumsq) {
-  const float b1 = args.beta1, b2 = args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
-  const float bc1 = args.bias_correction1, bc2 = args.bias_correction2, eps = args.eps;
-  const float grad_scale = args.grad_scale;
-  const int64_t total_chunks = plan_sumsq_chunks(segs, host_sumsq ? 2 : 1);
+void CpuOps::adam_direction_impl(const AdamDirectionArgs& a) {
+  const float b1 = a.args.beta1, b2 = a.args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
+  const float bc1 = a.args.bias_correction1, bc2 = a.args.bias_correction2, eps = a.args.eps;
+  const float grad_scale = a.args.grad_scale;
+  const int64_t total_chunks = plan_sumsq_chunks(a.segs, a.host_sumsq ? 2 : 1);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads_) if (total_chunks > 1)
   for (int64_t c = 0; c < total_chunks; ++c) {
-    const SumsqChunk k = sumsq_chunk_at(segs, c);
-    const ParamSegment& seg = segs[k.segment];
+    const SumsqChunk k = sumsq_chunk_at(a.segs, c);
+    const ParamSegment& seg = a.segs[k.segment];
     const float wd = seg.weight_decay;
     for (int64_t i = seg.offset + k.begin; i < seg.offset + k.end; ++i) {
-      const float g = grad[i] * grad_scale;
-      const float mi = b1 * m[i] + one_minus_b1 * g;
-      const float vi = b2 * v[i] + one_minus_b2 * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      update[i] = (mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * param[i];
+      const float g = a.grad[i] * grad_scale;
+      const float mi = b1 * a.m[i] + one_minus_b1 * g;
+      const float vi = b2 * a.v[i] + one_minus_b2 * g * g;
+      a.m[i] = mi;
+      a.v[i] = vi;
+      a.update[i] = (mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * a.param[i];
     }
-    if (host_sumsq) {
-      sumsq_partials_[c] = sumsq_chunk(param + seg.offset, k.begin, k.end);
-      sumsq_partials_[total_chunks + c] = sumsq_chunk(update + seg.offset, k.begin, k.end);
+    if (a.host_sumsq) {
+      sumsq_partials_[c] = sumsq_chunk(a.param + seg.offset, k.begin, k.end);
+      sumsq_partials_[total_chunks + c] = sumsq_chunk(a.update + seg.offset, k.begin, k.end);
     }
   }
-  if (host_sumsq) finish_sumsq(host_sumsq, segs.size(), 2);
+  if (a.host_sumsq) finish_sumsq(a.host_sumsq, a.segs.size(), 2);
 }
 
-void CpuOps::apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
-                               const std::vector<float>& host_scale) {
+void CpuOps::apply_update_impl(const ApplyUpdateArgs& a) {
 #pragma omp parallel num_threads(threads_)
-  for (size_t s = 0; s < segs.size(); ++s) {
-    const float a = host_scale[s];
-    const int64_t begin = segs[s].offset, end = segs[s].offset + segs[s].size;
+  for (size_t s = 0; s < a.segs.size(); ++s) {
+    const float scale = a.host_scale[s];
+    const int64_t begin = a.segs[s].offset, end = a.segs[s].offset + a.segs[s].size;
 #pragma omp for schedule(static) nowait
-    for (int64_t i = begin; i < end; ++i) param[i] -= a * update[i];
+    for (int64_t i = begin; i < end; ++i) a.param[i] -= scale * a.update[i];
   }
 }
 
 // Backend memory is the host's here: the state is read and written in place, around the same
 // primitives Optimizer::step drives.
-void CpuOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
-                                 const std::vector<ParamSegment>& segs, TrustRatio trust, OptimizerStepState* state) {
-  const size_t S = segs.size();
+void CpuOps::optimizer_step_impl(const OptimizerStepArgs& a) {
+  const size_t S = a.segs.size();
   std::vector<double> sums(2 * S);
-  segment_sumsq_impl(sums.data(), grad, segs);
-  derive_step_scalars(*state, sums.data(), static_cast<int>(S));
-  if (state->skipped) return;
-  const bool trust_sums = trust != TrustRatio::none;
-  adam_direction_impl(update, m, v, grad, param, segs, state->adam, trust_sums ? sums.data() : nullptr);
+  segment_sumsq_impl({sums.data(), a.grad, a.segs});
+  derive_step_scalars(*a.state, sums.data(), static_cast<int>(S));
+  if (a.state->skipped) return;
+  const bool trust_sums = a.trust != TrustRatio::none;
+  adam_direction_impl({a.update, a.m, a.v, a.grad, a.param, a.segs, a.state->adam, trust_sums ? sums.data() : nullptr});
   std::vector<float> scale(S);
   for (size_t s = 0; s < S; ++s) {
-    scale[s] = segment_update_scale(state->lr, sums.data(), static_cast<int>(S), static_cast<int>(s), trust,
-                                    segs[s].weight_decay);
+    scale[s] = segment_update_scale(a.state->lr, sums.data(), static_cast<int>(S), static_cast<int>(s), a.trust,
+                                    a.segs[s].weight_decay);
   }
-  apply_update_impl(param, update, segs, scale);
+  apply_update_impl({a.param, a.update, a.segs, scale});
 }
 
 void CpuOps::scale_impl(float* x, float a, int64_t n) {

@@ -13,22 +13,25 @@ constexpr int kColumnBlock = 128;
 
 }  // namespace
 
-void CpuOps::gather_rows_f32(float* out, const float* in, const int32_t* rows, int64_t n, int H) {
-#pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    std::copy_n(in + static_cast<int64_t>(rows[i]) * H, H, out + i * H);
+void CpuOps::gather_rows_impl(const GatherRowsArgs& a) {
+  float* out = a.out.f32();
+  const float* in = a.in.f32();
+#pragma omp parallel for num_threads(threads_) if (a.n * a.H > kParallelElements)
+  for (int64_t i = 0; i < a.n; ++i) {
+    std::copy_n(in + static_cast<int64_t>(a.rows[i]) * a.H, a.H, out + i * a.H);
   }
 }
 
-void CpuOps::scatter_add_rows_f32(float* dst, const float* src, const int32_t* rows, int64_t n,
-                                   int H) {
-  const int blocks = (H + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for num_threads(threads_) if (n * H > kParallelElements)
+void CpuOps::scatter_add_rows_impl(const ScatterAddRowsArgs& a) {
+  float* dst = a.dst.f32();
+  const float* src = a.src.f32();
+  const int blocks = (a.H + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(threads_) if (a.n * a.H > kParallelElements)
   for (int blk = 0; blk < blocks; ++blk) {
-    const int c0 = blk * kColumnBlock, c1 = std::min(H, c0 + kColumnBlock);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* g = src + i * H;
-      float* d = dst + static_cast<int64_t>(rows[i]) * H;
+    const int c0 = blk * kColumnBlock, c1 = std::min(a.H, c0 + kColumnBlock);
+    for (int64_t i = 0; i < a.n; ++i) {
+      const float* g = src + i * a.H;
+      float* d = dst + static_cast<int64_t>(a.rows[i]) * a.H;
       for (int j = c0; j < c1; ++j) d[j] += g[j];
     }
   }

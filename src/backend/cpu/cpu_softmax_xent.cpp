@@ -10,43 +10,45 @@
 
 namespace bert {
 
-void CpuOps::softmax_xent_f32(float* dlogits, float* losses, int32_t* correct, const float* logits,
-                               const int32_t* labels, int64_t M, int V, int ld, float grad_scale) {
-  for (int64_t i = 0; i < M; ++i) {
-    BERT_CHECK(labels[i] < V, Code::invalid_argument, "softmax_xent: label ", labels[i],
-               " of row ", i, " is not below the vocabulary size ", V);
+void CpuOps::softmax_xent_impl(const SoftmaxXentArgs& a) {
+  float* dlogits = a.dlogits.f32();
+  const float* logits = a.logits.f32();
+  const float grad_scale = a.grad_scale.value;
+  for (int64_t i = 0; i < a.M; ++i) {
+    BERT_CHECK(a.labels[i] < a.V, Code::invalid_argument, "softmax_xent: label ", a.labels[i],
+               " of row ", i, " is not below the vocabulary size ", a.V);
   }
-#pragma omp parallel for num_threads(threads_) if (M * V > kParallelElements)
-  for (int64_t i = 0; i < M; ++i) {
-    const float* x = logits + i * ld;  // [ld]
-    float* dx = dlogits + i * ld;      // [ld], may be x
-    const int32_t label = labels[i];
+#pragma omp parallel for num_threads(threads_) if (a.M * a.V > kParallelElements)
+  for (int64_t i = 0; i < a.M; ++i) {
+    const float* x = logits + i * a.ld;  // [ld]
+    float* dx = dlogits + i * a.ld;      // [ld], may be x
+    const int32_t label = a.labels[i];
     if (label < 0) {
-      losses[i] = 0.0f;
-      if (correct != nullptr) correct[i] = 0;
-      std::fill(dx, dx + ld, 0.0f);
+      a.losses[i] = 0.0f;
+      if (a.correct != nullptr) a.correct[i] = 0;
+      std::fill(dx, dx + a.ld, 0.0f);
       continue;
     }
     int argmax = 0;
-    for (int j = 1; j < V; ++j) {
+    for (int j = 1; j < a.V; ++j) {
       if (x[j] > x[argmax]) argmax = j;
     }
     const float row_max = x[argmax];
     const float target = x[label];
     const bool correct_row = argmax == label;
     // e_j = exp(x_j - max) lands in dx (which may be x: everything read from x is read above).
-    for (int j = 0; j < V; ++j) dx[j] = x[j] - row_max;
-    vector_exp(dx, dx, V);
+    for (int j = 0; j < a.V; ++j) dx[j] = x[j] - row_max;
+    vector_exp(dx, dx, a.V);
     double sum = 0.0;
-    for (int j = 0; j < V; ++j) sum += dx[j];
+    for (int j = 0; j < a.V; ++j) sum += dx[j];
     const double log_sum = std::log(sum);
-    losses[i] = static_cast<float>(row_max + log_sum - target);
-    if (correct != nullptr) correct[i] = correct_row ? 1 : 0;
+    a.losses[i] = static_cast<float>(row_max + log_sum - target);
+    if (a.correct != nullptr) a.correct[i] = correct_row ? 1 : 0;
     const double inv_sum = 1.0 / sum;
     const double e_label = dx[label];
-    for (int j = 0; j < V; ++j) dx[j] = static_cast<float>(dx[j] * inv_sum) * grad_scale;
+    for (int j = 0; j < a.V; ++j) dx[j] = static_cast<float>(dx[j] * inv_sum) * grad_scale;
     dx[label] = static_cast<float>((e_label * inv_sum - 1.0) * grad_scale);
-    std::fill(dx + V, dx + ld, 0.0f);
+    std::fill(dx + a.V, dx + a.ld, 0.0f);
   }
 }
 

@@ -36,54 +36,50 @@ class StagedOperands {
 
 }  // namespace
 
-void CudaOps::attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
-                                 const AttentionLayout& layout, int heads, int head_dim,
-                                 const DropoutSite& site) {
+void CudaOps::attention_fwd_impl(const AttentionFwdArgs& a) {
   if (fused_ != nullptr) {
-    fused_->forward(ctx, fused_stats(probs), qkv, key_bias, layout, heads, head_dim, site);
+    fused_->forward(a.ctx, fused_stats(a.probs), a.qkv, a.key_bias, a.layout, a.heads, a.head_dim, a.site);
     return;
   }
-  const AttentionShape a(heads, head_dim, site);
-  const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
-  const int64_t elems = layout.probs_elems(heads);
-  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
+  const AttentionShape shape(a.heads, a.head_dim, a.site);
+  const kernels::SoftmaxSequences seqs = softmax_sequences(a.layout, a.heads);
+  const int64_t elems = a.layout.probs_elems(a.heads);
+  const Act dropped = a.site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, layout.total_tokens() * a.ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_scores_gemm(a, x, qkv, probs)); });
-  kernels::attention_softmax_fwd(probs, dropped, key_bias, seqs, heads, a.scale, site, a.keep_scale, stream_);
-  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
+  gemm_->stage(a.qkv, a.layout.total_tokens() * shape.ld_qkv);  // Q, K, V cast to 16 bits once, not per GEMM
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) { gemm_->run(attention_scores_gemm(shape, x, a.qkv, a.probs)); });
+  kernels::attention_softmax_fwd(a.probs, dropped, a.key_bias, seqs, a.heads, shape.scale, a.site, shape.keep_scale, stream_);
+  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : a.probs;
   gemm_->stage(p, elems);
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) { gemm_->run(attention_context_gemm(a, x, p, qkv, ctx)); });
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) { gemm_->run(attention_context_gemm(shape, x, p, a.qkv, a.ctx)); });
 }
 
-void CudaOps::attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
-                                 const AttentionLayout& layout, int heads, int head_dim,
-                                 const DropoutSite& site) {
+void CudaOps::attention_bwd_impl(const AttentionBwdArgs& a) {
   if (fused_ != nullptr) {
-    fused_->backward(dqkv, dctx, ctx, qkv, fused_stats(probs), layout, heads, head_dim, site);
+    fused_->backward(a.dqkv, a.dctx, a.ctx, a.qkv, fused_stats(a.probs), a.layout, a.heads, a.head_dim, a.site);
     return;
   }
-  const AttentionShape a(heads, head_dim, site);
-  const kernels::SoftmaxSequences seqs = softmax_sequences(layout, heads);
-  const int64_t elems = layout.probs_elems(heads);
-  const Act dropped = site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
+  const AttentionShape shape(a.heads, a.head_dim, a.site);
+  const kernels::SoftmaxSequences seqs = softmax_sequences(a.layout, a.heads);
+  const int64_t elems = a.layout.probs_elems(a.heads);
+  const Act dropped = a.site.p != 0.0f ? scratch_act(*attn_a_, elems) : Act();  // laid out as probs
   const Act dgrad = scratch_act(*attn_b_, elems);                                // likewise
   // The dropout index of an element is its index in probs, for all sequences at once.
-  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, probs, nullptr, elems, site, a.keep_scale, 0, stream_);
-  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : probs;
+  if (dropped.data != nullptr) kernels::dropout_residual_fwd(dropped, a.probs, nullptr, elems, a.site, shape.keep_scale, 0, stream_);
+  const ConstAct p = dropped.data != nullptr ? ConstAct(dropped) : a.probs;
   const StagedOperands staged(*gemm_);
-  gemm_->stage(qkv, layout.total_tokens() * a.ld_qkv);  // cast to 16 bits once, not per GEMM
-  gemm_->stage(dctx, layout.total_tokens() * a.H);
+  gemm_->stage(a.qkv, a.layout.total_tokens() * shape.ld_qkv);  // cast to 16 bits once, not per GEMM
+  gemm_->stage(a.dctx, a.layout.total_tokens() * shape.H);
   gemm_->stage(p, elems);
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
-    gemm_->run(attention_value_grad_gemm(a, x, p, dctx, dqkv));
-    gemm_->run(attention_probs_grad_gemm(a, x, dctx, qkv, dgrad));
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) {
+    gemm_->run(attention_value_grad_gemm(shape, x, p, a.dctx, a.dqkv));
+    gemm_->run(attention_probs_grad_gemm(shape, x, a.dctx, a.qkv, dgrad));
   });
-  kernels::attention_softmax_bwd(dgrad, probs, seqs, heads, a.scale, site, a.keep_scale, stream_);
+  kernels::attention_softmax_bwd(dgrad, a.probs, seqs, a.heads, shape.scale, a.site, shape.keep_scale, stream_);
   gemm_->stage(dgrad, elems);  // dS feeds two GEMMs: cast once
-  for_each_gemm_batch(a, layout, [&](const AttentionBatch& x) {
-    gemm_->run(attention_query_grad_gemm(a, x, dgrad, qkv, dqkv));
-    gemm_->run(attention_key_grad_gemm(a, x, dgrad, qkv, dqkv));
+  for_each_gemm_batch(shape, a.layout, [&](const AttentionBatch& x) {
+    gemm_->run(attention_query_grad_gemm(shape, x, dgrad, a.qkv, a.dqkv));
+    gemm_->run(attention_key_grad_gemm(shape, x, dgrad, a.qkv, a.dqkv));
   });
 }
 

@@ -56,14 +56,13 @@ CudaOps::GeluProbe CudaOps::probe_gelu_epilogue() {
   return probe;
 }
 
-void CudaOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
-                              const float* b, int64_t M, int K, int N, Activation act) {
-  if (M == 0) return;
-  GemmArgs g = linear_fwd_gemm(in, W, b, M, K, N);
-  if (linear_fuses_gelu(act, b, N, fuses_gelu_tanh())) {
-    g.C = out;
+void CudaOps::linear_fwd_impl(const LinearFwdArgs& a) {
+  if (a.M == 0) return;
+  GemmArgs g = linear_fwd_gemm(a.in, a.W, a.b, a.M, a.K, a.N);
+  if (linear_fuses_gelu(a.act, a.b, a.N, fuses_gelu_tanh())) {
+    g.C = a.out;
     g.epilogue = GemmEpilogue::gelu_aux_bias;
-    g.aux = pre_act;
+    g.aux = a.pre_act;
     if (gemm_->supported(g)) {
       gemm_->run(g);
       return;
@@ -71,31 +70,29 @@ void CudaOps::linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W,
     g.aux = Act();
   }
   // Unfused: the GEMM (+ bias) lands in pre_act, then the activation kernel writes out.
-  g.C = act == Activation::none ? out : pre_act;
-  g.epilogue = b != nullptr ? GemmEpilogue::bias : GemmEpilogue::none;
+  g.C = a.act == Activation::none ? a.out : a.pre_act;
+  g.epilogue = a.b != nullptr ? GemmEpilogue::bias : GemmEpilogue::none;
   gemm_->run(g);
-  if (act != Activation::none) kernels::activation_fwd(out, pre_act, M * N, act, stream_);
+  if (a.act != Activation::none) kernels::activation_fwd(a.out, a.pre_act, a.M * a.N, a.act, stream_);
 }
 
-void CudaOps::activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) {
-  kernels::activation_fwd(out, pre, n, act, stream_);
+void CudaOps::activation_fwd_impl(const ActivationFwdArgs& a) {
+  kernels::activation_fwd(a.out, a.pre, a.n, a.act, stream_);
 }
 
-void CudaOps::linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
-                              const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M,
-                              int K, int N, Activation act, bool accumulate_din) {
-  if (M == 0) return;
-  ConstAct dpre = dout;  // [M, N]
-  if (act != Activation::none) {
-    kernels::activation_bwd(dpre_scratch, dout, pre_act, M * N, act, stream_);
-    dpre = dpre_scratch;
+void CudaOps::linear_bwd_impl(const LinearBwdArgs& a) {
+  if (a.M == 0) return;
+  ConstAct dpre = a.dout;  // [M, N]
+  if (a.act != Activation::none) {
+    kernels::activation_bwd(a.dpre_scratch, a.dout, a.pre_act, a.M * a.N, a.act, stream_);
+    dpre = a.dpre_scratch;
   }
-  if (db != nullptr) {
-    const size_t partials = static_cast<size_t>(kernels::column_sum_chunks(M)) * N;
-    kernels::column_sum_add(db, dpre, M, N, partials_->get_as<double>(partials), stream_);
+  if (a.db != nullptr) {
+    const size_t partials = static_cast<size_t>(kernels::column_sum_chunks(a.M)) * a.N;
+    kernels::column_sum_add(a.db, dpre, a.M, a.N, partials_->get_as<double>(partials), stream_);
   }
-  if (dW != nullptr) gemm_->run(linear_weight_grad_gemm(dpre, in, dW, M, K, N));
-  if (din.data != nullptr) gemm_->run(linear_input_grad_gemm(dpre, W, din, M, K, N, accumulate_din));
+  if (a.dW != nullptr) gemm_->run(linear_weight_grad_gemm(dpre, a.in, a.dW, a.M, a.K, a.N));
+  if (a.din.data != nullptr) gemm_->run(linear_input_grad_gemm(dpre, a.W, a.din, a.M, a.K, a.N, a.accumulate_din));
 }
 
 }  // namespace bert

@@ -145,82 +145,67 @@ void CudaOps::weights_changed() {
 
 // ---- embeddings and rows ----------------------------------------------------------------
 
-void CudaOps::embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
-                                 const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                                 const float* type_emb, int64_t T, int H) {
-  kernels::embedding_fwd(out, word_ids, pos_ids, type_ids, word_emb, pos_emb, type_emb, T, H,
+void CudaOps::embedding_fwd_impl(const EmbeddingFwdArgs& a) {
+  kernels::embedding_fwd(a.out, a.word_ids, a.pos_ids, a.type_ids, a.word_emb, a.pos_emb, a.type_emb, a.T, a.H,
                          stream_);
 }
 
-void CudaOps::embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
-                                 const int32_t* word_ids, const int32_t* pos_ids,
-                                 const int32_t* type_ids, int64_t T, int H) {
-  scatter_add_rows_impl(dword, dout, word_ids, T, H);
-  scatter_add_rows_impl(dpos, dout, pos_ids, T, H);
-  scatter_add_rows_impl(dtype, dout, type_ids, T, H);
+void CudaOps::embedding_bwd_impl(const EmbeddingBwdArgs& a) {
+  scatter_add_rows_impl({a.dword, a.dout, a.word_ids, a.T, a.H});
+  scatter_add_rows_impl({a.dpos, a.dout, a.pos_ids, a.T, a.H});
+  scatter_add_rows_impl({a.dtype, a.dout, a.type_ids, a.T, a.H});
 }
 
-void CudaOps::gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) {
-  kernels::gather_rows(out, in, rows, n, H, stream_);
+void CudaOps::gather_rows_impl(const GatherRowsArgs& a) {
+  kernels::gather_rows(a.out, a.in, a.rows, a.n, a.H, stream_);
 }
 
-void CudaOps::scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
-                                    int H) {
-  if (n == 0) return;
-  const size_t bytes = kernels::scatter_add_scratch_bytes(n);
-  kernels::scatter_add_rows(dst, src, rows, n, H, sort_->get(bytes), bytes, stream_);
+void CudaOps::scatter_add_rows_impl(const ScatterAddRowsArgs& a) {
+  if (a.n == 0) return;
+  const size_t bytes = kernels::scatter_add_scratch_bytes(a.n);
+  kernels::scatter_add_rows(a.dst, a.src, a.rows, a.n, a.H, sort_->get(bytes), bytes, stream_);
 }
 
 // ---- normalisation, dropout ---------------------------------------------------------------
 
-void CudaOps::layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in,
-                                 const float* gamma, const float* beta, int64_t M, int N, float eps) {
-  kernels::layernorm_fwd(out, mean, rstd, in, gamma, beta, M, N, eps, stream_);
+void CudaOps::layernorm_fwd_impl(const LayernormFwdArgs& a) {
+  kernels::layernorm_fwd(a.out, a.mean, a.rstd, a.in, a.gamma, a.beta, a.M, a.N, a.eps, stream_);
 }
 
-void CudaOps::layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout,
-                                 ConstAct in, const float* mean, const float* rstd,
-                                 const float* gamma, int64_t M, int N) {
-  if (M == 0) return;
-  kernels::layernorm_bwd_input(din, dout, in, mean, rstd, gamma, M, N, stream_);
-  const size_t partials = static_cast<size_t>(kernels::layernorm_param_chunks(M)) * 2 * N;
-  kernels::layernorm_bwd_params(dgamma, dbeta, dout, in, mean, rstd, M, N,
+void CudaOps::layernorm_bwd_impl(const LayernormBwdArgs& a) {
+  if (a.M == 0) return;
+  kernels::layernorm_bwd_input(a.din, a.dout, a.in, a.mean, a.rstd, a.gamma, a.M, a.N, stream_);
+  const size_t partials = static_cast<size_t>(kernels::layernorm_param_chunks(a.M)) * 2 * a.N;
+  kernels::layernorm_bwd_params(a.dgamma, a.dbeta, a.dout, a.in, a.mean, a.rstd, a.M, a.N,
                                 partials_->get_as<double>(partials), stream_);
 }
 
-void CudaOps::dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
-                                        const DropoutSite& site) {
-  kernels::dropout_residual_fwd(out, in, residual, n, site, 1.0f / (1.0f - site.p), 0, stream_);
+void CudaOps::dropout_residual_fwd_impl(const DropoutResidualFwdArgs& a) {
+  kernels::dropout_residual_fwd(a.out, a.in, a.residual, a.n, a.site, 1.0f / (1.0f - a.site.p), 0, stream_);
 }
 
-void CudaOps::dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) {
-  kernels::dropout_bwd(din, dout, n, site, 1.0f / (1.0f - site.p), stream_);
+void CudaOps::dropout_bwd_impl(const DropoutBwdArgs& a) {
+  kernels::dropout_bwd(a.din, a.dout, a.n, a.site, 1.0f / (1.0f - a.site.p), stream_);
 }
 
-void CudaOps::residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
-                                          ConstAct residual, const float* gamma, const float* beta, int64_t M,
-                                          int N, float eps, const DropoutSite& site) {
-  kernels::residual_layernorm_fwd(out, res, mean, rstd, in, residual, gamma, beta, M, N, eps, site,
-                                  1.0f / (1.0f - site.p), stream_);
+void CudaOps::residual_layernorm_fwd_impl(const ResidualLayernormFwdArgs& a) {
+  kernels::residual_layernorm_fwd(a.out, a.res, a.mean, a.rstd, a.in, a.residual, a.gamma, a.beta, a.M, a.N, a.eps, a.site,
+                                  1.0f / (1.0f - a.site.p), stream_);
 }
 
-void CudaOps::residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
-                                          ConstAct dout, ConstAct res, const float* mean,
-                                          const float* rstd, const float* gamma, int64_t M, int N,
-                                          const DropoutSite& site) {
-  if (M == 0) return;
-  const size_t partials = static_cast<size_t>(kernels::residual_layernorm_chunks(M)) * 2 * N;
-  kernels::residual_layernorm_bwd(d_in, d_residual, dgamma, dbeta, dout, res, mean, rstd, gamma, M, N, site,
-                                  1.0f / (1.0f - site.p), partials_->get_as<double>(partials), stream_);
+void CudaOps::residual_layernorm_bwd_impl(const ResidualLayernormBwdArgs& a) {
+  if (a.M == 0) return;
+  const size_t partials = static_cast<size_t>(kernels::residual_layernorm_chunks(a.M)) * 2 * a.N;
+  kernels::residual_layernorm_bwd(a.d_in, a.d_residual, a.dgamma, a.dbeta, a.dout, a.res, a.mean, a.rstd, a.gamma, a.M, a.N, a.site,
+                                  1.0f / (1.0f - a.site.p), partials_->get_as<double>(partials), stream_);
 }
 
 // ---- loss -------------------------------------------------------------------------------
 
-void CudaOps::softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                                const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) {
-  if (M == 0) return;
+void CudaOps::softmax_xent_impl(const SoftmaxXentArgs& a) {
+  if (a.M == 0) return;
   // Labels are checked on the device; the next wait for the stream reports a bad one.
-  kernels::softmax_xent(dlogits, losses, correct, logits, labels, M, V, ld, grad_scale,
+  kernels::softmax_xent(a.dlogits, a.losses, a.correct, a.logits, a.labels, a.M, a.V, a.ld, a.grad_scale,
                         label_status_, stream_);
   CUDA_CHECK(cudaMemcpyAsync(host_label_status_, label_status_, 4 * sizeof(int32_t),
                              cudaMemcpyDeviceToHost, stream_));
@@ -247,58 +232,51 @@ kernels::SegmentTable CudaOps::upload_segments(const std::vector<ParamSegment>& 
                                    static_cast<int>(S), chunks);
 }
 
-void CudaOps::segment_sumsq_impl(double* host_out, const float* x,
-                                 const std::vector<ParamSegment>& segs) {
-  if (segs.empty()) return;
-  host_values_.assign(segs.size(), 0.0f);
-  const kernels::SegmentTable table = upload_segments(segs, host_values_);
+void CudaOps::segment_sumsq_impl(const SegmentSumsqArgs& a) {
+  if (a.segs.empty()) return;
+  host_values_.assign(a.segs.size(), 0.0f);
+  const kernels::SegmentTable table = upload_segments(a.segs, host_values_);
   double* partials =
       partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(table.chunks, 1)));
-  double* sums = sums_->get_as<double>(segs.size());
-  kernels::segment_sumsq(sums, x, table, partials, stream_);
-  download(host_out, sums, segs.size() * sizeof(double));
+  double* sums = sums_->get_as<double>(a.segs.size());
+  kernels::segment_sumsq(sums, a.x, table, partials, stream_);
+  download(a.host_out, sums, a.segs.size() * sizeof(double));
 }
 
-void CudaOps::adam_direction_impl(float* update, float* m, float* v, const float* grad,
-                                  const float* param, const std::vector<ParamSegment>& segs,
-                                  const AdamStepArgs& args, double* host_sumsq) {
-  if (segs.empty()) return;
-  host_values_.resize(segs.size());
-  for (size_t s = 0; s < segs.size(); ++s) host_values_[s] = segs[s].weight_decay;
-  const kernels::SegmentTable table = upload_segments(segs, host_values_);
-  if (host_sumsq == nullptr) {
-    kernels::adam_direction(update, m, v, grad, param, table, args, nullptr, stream_);
+void CudaOps::adam_direction_impl(const AdamDirectionArgs& a) {
+  if (a.segs.empty()) return;
+  host_values_.resize(a.segs.size());
+  for (size_t s = 0; s < a.segs.size(); ++s) host_values_[s] = a.segs[s].weight_decay;
+  const kernels::SegmentTable table = upload_segments(a.segs, host_values_);
+  if (a.host_sumsq == nullptr) {
+    kernels::adam_direction(a.update, a.m, a.v, a.grad, a.param, table, a.args, nullptr, stream_);
     return;
   }
   double* partials = partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(2 * table.chunks, 1)));
-  double* sums = sums_->get_as<double>(2 * segs.size());
-  kernels::adam_direction(update, m, v, grad, param, table, args, partials, stream_);
+  double* sums = sums_->get_as<double>(2 * a.segs.size());
+  kernels::adam_direction(a.update, a.m, a.v, a.grad, a.param, table, a.args, partials, stream_);
   kernels::segment_partials_finish(sums, partials, table, 2, stream_);
-  download(host_sumsq, sums, 2 * segs.size() * sizeof(double));
+  download(a.host_sumsq, sums, 2 * a.segs.size() * sizeof(double));
 }
 
-void CudaOps::apply_update_impl(float* param, const float* update,
-                                const std::vector<ParamSegment>& segs,
-                                const std::vector<float>& host_scale) {
-  if (segs.empty()) return;
-  const kernels::SegmentTable table = upload_segments(segs, host_scale);
-  kernels::apply_update(param, update, table, stream_);
+void CudaOps::apply_update_impl(const ApplyUpdateArgs& a) {
+  if (a.segs.empty()) return;
+  const kernels::SegmentTable table = upload_segments(a.segs, a.host_scale);
+  kernels::apply_update(a.param, a.update, table, stream_);
 }
 
-void CudaOps::optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
-                                  const std::vector<ParamSegment>& segs, TrustRatio trust,
-                                  OptimizerStepState* state) {
-  const size_t S = segs.size();
+void CudaOps::optimizer_step_impl(const OptimizerStepArgs& a) {
+  const size_t S = a.segs.size();
   if (S == 0) return;
-  const int64_t chunks = kernels::fill_segment_words(segs, host_table_);
+  const int64_t chunks = kernels::fill_segment_words(a.segs, host_table_);
   const size_t word_bytes = host_table_.size() * sizeof(int64_t), value_bytes = S * sizeof(float);
   char* device = static_cast<char*>(step_table_->get(word_bytes + 2 * value_bytes));
-  if (segs != step_segs_) {
+  if (a.segs != step_segs_) {
     host_values_.resize(S);
-    for (size_t s = 0; s < S; ++s) host_values_[s] = segs[s].weight_decay;
+    for (size_t s = 0; s < S; ++s) host_values_[s] = a.segs[s].weight_decay;
     CUDA_CHECK(cudaMemcpyAsync(device, host_table_.data(), word_bytes, cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaMemcpyAsync(device + word_bytes, host_values_.data(), value_bytes, cudaMemcpyHostToDevice, stream_));
-    step_segs_ = segs;
+    step_segs_ = a.segs;
   }
   const auto* words = reinterpret_cast<const int64_t*>(device);
   const auto* weight_decay = reinterpret_cast<const float*>(device + word_bytes);
@@ -307,14 +285,14 @@ void CudaOps::optimizer_step_impl(float* param, float* m, float* v, float* updat
   const kernels::SegmentTable scale_table = kernels::segment_table_at(words, scales, static_cast<int>(S), chunks);
   double* partials = partials_->get_as<double>(static_cast<size_t>(std::max<int64_t>(2 * chunks, 1)));
   double* sums = sums_->get_as<double>(2 * S);
-  kernels::segment_sumsq(sums, grad, decay_table, partials, stream_);
-  kernels::derive_step_scalars(state, sums, static_cast<int>(S), stream_);
-  const bool trust_sums = trust != TrustRatio::none;
-  kernels::adam_direction(update, m, v, grad, param, decay_table, AdamStepArgs{}, trust_sums ? partials : nullptr,
-                          stream_, state);
+  kernels::segment_sumsq(sums, a.grad, decay_table, partials, stream_);
+  kernels::derive_step_scalars(a.state, sums, static_cast<int>(S), stream_);
+  const bool trust_sums = a.trust != TrustRatio::none;
+  kernels::adam_direction(a.update, a.m, a.v, a.grad, a.param, decay_table, AdamStepArgs{}, trust_sums ? partials : nullptr,
+                          stream_, a.state);
   if (trust_sums) kernels::segment_partials_finish(sums, partials, decay_table, 2, stream_);
-  kernels::update_scales(scales, sums, weight_decay, static_cast<int>(S), trust, state, stream_);
-  kernels::apply_update(param, update, scale_table, stream_, state);
+  kernels::update_scales(scales, sums, weight_decay, static_cast<int>(S), a.trust, a.state, stream_);
+  kernels::apply_update(a.param, a.update, scale_table, stream_, a.state);
 }
 
 void CudaOps::scale_impl(float* x, float a, int64_t n) {

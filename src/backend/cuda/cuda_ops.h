@@ -68,50 +68,11 @@ class CudaOps final : public Ops {
 
 
  private:
-  // Memory (called by Ops' public methods).
-  void* alloc_impl(size_t bytes) override;
-  void release_impl(void* ptr) override;
-  void upload_impl(void* dst, const void* host_src, size_t bytes) override;
-  void download_impl(void* host_dst, const void* src, size_t bytes) override;
-  void copy_impl(void* dst, const void* src, size_t bytes) override;
-  void fill_zero_impl(void* dst, size_t bytes) override;
-  void synchronize_impl() override;
+  // Memory and scale (called by Ops' public methods).
+  BERT_PLAIN_OVERRIDES
   // Ops' implementations (their arguments were checked by the Ops method that calls them).
-  void embedding_fwd_impl(Act out, const int32_t* word_ids, const int32_t* pos_ids,
-                          const int32_t* type_ids, const float* word_emb, const float* pos_emb,
-                          const float* type_emb, int64_t T, int H) override;
-  void embedding_bwd_impl(float* dword, float* dpos, float* dtype, ConstAct dout,
-                          const int32_t* word_ids, const int32_t* pos_ids, const int32_t* type_ids,
-                          int64_t T, int H) override;
+  BERT_NUMERIC_OPS(BERT_OP_OVERRIDE)
 
-  void linear_fwd_impl(Act out, Act pre_act, ConstAct in, const float* W, const float* b,
-                       int64_t M, int K, int N, Activation act) override;
-  void linear_bwd_impl(Act din, float* dW, float* db, ConstAct dout, ConstAct in,
-                       const float* W, ConstAct pre_act, Act dpre_scratch, int64_t M, int K,
-                       int N, Activation act, bool accumulate_din) override;
-  void activation_fwd_impl(Act out, ConstAct pre, int64_t n, Activation act) override;
-
-  void layernorm_fwd_impl(Act out, float* mean, float* rstd, ConstAct in, const float* gamma,
-                          const float* beta, int64_t M, int N, float eps) override;
-  void layernorm_bwd_impl(Act din, float* dgamma, float* dbeta, ConstAct dout, ConstAct in,
-                          const float* mean, const float* rstd, const float* gamma, int64_t M,
-                          int N) override;
-  void dropout_residual_fwd_impl(Act out, ConstAct in, ConstAct residual, int64_t n,
-                                 const DropoutSite& site) override;
-  void dropout_bwd_impl(Act din, ConstAct dout, int64_t n, const DropoutSite& site) override;
-  void residual_layernorm_fwd_impl(Act out, Act res, float* mean, float* rstd, ConstAct in,
-                                   ConstAct residual, const float* gamma, const float* beta, int64_t M,
-                                   int N, float eps, const DropoutSite& site) override;
-  void residual_layernorm_bwd_impl(Act d_in, Act d_residual, float* dgamma, float* dbeta,
-                                   ConstAct dout, ConstAct res, const float* mean, const float* rstd,
-                                   const float* gamma, int64_t M, int N, const DropoutSite& site) override;
-
-  void attention_fwd_impl(Act ctx, Act probs, ConstAct qkv, const float* key_bias,
-                          const AttentionLayout& layout, int heads, int head_dim,
-                          const DropoutSite& site) override;
-  void attention_bwd_impl(Act dqkv, ConstAct dctx, ConstAct ctx, ConstAct qkv, ConstAct probs,
-                          const AttentionLayout& layout, int heads, int head_dim,
-                          const DropoutSite& site) override;
   // `elems` activation-typed elements of a scratch buffer.
   Act scratch_act(ScratchBuffer& scratch, int64_t elems);
   // Where the attention softmax finds each sequence: padded batches by arithmetic; packed ones
@@ -120,25 +81,6 @@ class CudaOps final : public Ops {
   kernels::SoftmaxSequences softmax_sequences(const AttentionLayout& layout, int heads);
   // The fused attention's fp32 softmax statistics in a probs buffer of any activation type.
   static float* fused_stats(ConstAct probs) { return static_cast<float*>(const_cast<void*>(probs.data)); }
-
-  void gather_rows_impl(Act out, ConstAct in, const int32_t* rows, int64_t n, int H) override;
-  void scatter_add_rows_impl(Act dst, ConstAct src, const int32_t* rows, int64_t n,
-                             int H) override;
-
-  void softmax_xent_impl(Act dlogits, float* losses, int32_t* correct, ConstAct logits,
-                         const int32_t* labels, int64_t M, int V, int ld, ScaleArg grad_scale) override;
-
-  void segment_sumsq_impl(double* host_out, const float* x,
-                          const std::vector<ParamSegment>& segs) override;
-  void adam_direction_impl(float* update, float* m, float* v, const float* grad, const float* param,
-                           const std::vector<ParamSegment>& segs, const AdamStepArgs& args,
-                           double* host_sumsq) override;
-  void apply_update_impl(float* param, const float* update, const std::vector<ParamSegment>& segs,
-                         const std::vector<float>& host_scale) override;
-  void optimizer_step_impl(float* param, float* m, float* v, float* update, const float* grad,
-                           const std::vector<ParamSegment>& segs, TrustRatio trust,
-                           OptimizerStepState* state) override;
-  void scale_impl(float* x, float a, int64_t n) override;
 
   // Runs cuBLASLt's GELU_AUX_BIAS epilogue on known inputs and measures it against both forms.
   GeluProbe probe_gelu_epilogue();
