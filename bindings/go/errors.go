@@ -1,5 +1,8 @@
 package bertengine
 
+// #include <bert.h>
+import "C"
+
 import (
 	"fmt"
 
@@ -11,18 +14,18 @@ type Status int
 
 // The statuses of capi/bert.h.
 const (
-	OK                 Status = 0
-	ErrInvalidArgument Status = 1  // a bad batch, a size out of range, a closed session
-	ErrConfig          Status = 2  // malformed JSON, unknown key, wrong type, impossible value
-	ErrIO              Status = 3  // a file could not be opened, read or written
-	ErrData            Status = 4  // a data shard or vocabulary is malformed
-	ErrCheckpoint      Status = 5  // a checkpoint is corrupt or does not match the model
-	ErrOutOfMemory     Status = 6  //
-	ErrBackend         Status = 7  // CUDA, cuBLAS, cuDNN or the CPU backend failed
-	ErrDistributed     Status = 8  // a collective failed or timed out
-	ErrAborted         Status = 9  // the call was aborted (context cancelled, Abort)
-	ErrUnsupported     Status = 10 // not built in (e.g. CUDA in a CPU-only build)
-	ErrInternal        Status = 11
+	OK                 Status = C.BERT_OK
+	ErrInvalidArgument Status = C.BERT_ERR_INVALID_ARGUMENT // a bad batch, a size out of range, a closed session
+	ErrConfig          Status = C.BERT_ERR_CONFIG           // malformed JSON, unknown key, wrong type, impossible value
+	ErrIO              Status = C.BERT_ERR_IO               // a file could not be opened, read or written
+	ErrData            Status = C.BERT_ERR_DATA             // a data shard or vocabulary is malformed
+	ErrCheckpoint      Status = C.BERT_ERR_CHECKPOINT       // a checkpoint is corrupt or does not match the model
+	ErrOutOfMemory     Status = C.BERT_ERR_OUT_OF_MEMORY
+	ErrBackend         Status = C.BERT_ERR_BACKEND     // CUDA, cuBLAS, cuDNN or the CPU backend failed
+	ErrDistributed     Status = C.BERT_ERR_DISTRIBUTED // a collective failed or timed out
+	ErrAborted         Status = C.BERT_ERR_ABORTED     // the call was aborted (context cancelled, Abort)
+	ErrUnsupported     Status = C.BERT_ERR_UNSUPPORTED // not built in (e.g. CUDA in a CPU-only build)
+	ErrInternal        Status = C.BERT_ERR_INTERNAL
 )
 
 // String is the status's C name, e.g. "BERT_ERR_CONFIG".

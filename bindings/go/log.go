@@ -19,10 +19,10 @@ import (
 type LogLevel int
 
 const (
-	LogDebug   LogLevel = 0
-	LogInfo    LogLevel = 1
-	LogWarning LogLevel = 2
-	LogError   LogLevel = 3
+	LogDebug   LogLevel = C.BERT_LOG_DEBUG
+	LogInfo    LogLevel = C.BERT_LOG_INFO
+	LogWarning LogLevel = C.BERT_LOG_WARNING
+	LogError   LogLevel = C.BERT_LOG_ERROR
 )
 
 var (

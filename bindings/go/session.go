@@ -25,10 +25,10 @@ func APIVersion() int { return capi.Bert_api_version() }
 type DistBackend int
 
 const (
-	DistAuto  DistBackend = 0 // from the launcher's environment (Open MPI, Slurm, torchrun), else local
-	DistLocal DistBackend = 1 // one rank
-	DistMPI   DistBackend = 2
-	DistNCCL  DistBackend = 3
+	DistAuto  DistBackend = C.BERT_DIST_AUTO  // from the launcher's environment (Open MPI, Slurm, torchrun), else local
+	DistLocal DistBackend = C.BERT_DIST_LOCAL // one rank
+	DistMPI   DistBackend = C.BERT_DIST_MPI
+	DistNCCL  DistBackend = C.BERT_DIST_NCCL
 )
 
 // Dist places a session in a distributed run; -1 fields come from the environment.
@@ -93,9 +93,9 @@ type EvalResult struct {
 type ReduceOp int
 
 const (
-	ReduceSum  ReduceOp = 0
-	ReduceMean ReduceOp = 1
-	ReduceMax  ReduceOp = 2
+	ReduceSum  ReduceOp = C.BERT_REDUCE_SUM
+	ReduceMean ReduceOp = C.BERT_REDUCE_MEAN
+	ReduceMax  ReduceOp = C.BERT_REDUCE_MAX
 )
 
 // MemoryInfo is bert_memory_info: backend memory a session holds, in bytes.
@@ -338,11 +338,11 @@ const (
 	// OutputLogits: the head's logits, [B, num_labels] (sequence classification),
 	// [B, S, num_labels] (token classification), [B, 2, S] (question answering: start then end
 	// logits) or [B, 2] (pretraining: next-sentence logits).
-	OutputLogits Output = iota
+	OutputLogits Output = C.BERT_OUTPUT_LOGITS
 	// OutputPooled: the pooler's output [B, H].
-	OutputPooled
+	OutputPooled Output = C.BERT_OUTPUT_POOLED
 	// OutputHidden: the last hidden states [B, S, H].
-	OutputHidden
+	OutputHidden Output = C.BERT_OUTPUT_HIDDEN
 )
 
 // Infer runs the model on batch without dropout or gradients (bert_infer) and returns the

@@ -34,11 +34,12 @@ __all__ = ["Session", "Dist", "StepResult", "EvalResult", "MemoryInfo", "RankInf
            "InternalError", "version", "api_version", "nccl_unique_id", "finalize"]
 
 logger = logging.getLogger("bertengine")
-_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
+_LEVELS = {_native.BERT_LOG_DEBUG: logging.DEBUG, _native.BERT_LOG_INFO: logging.INFO,
+           _native.BERT_LOG_WARNING: logging.WARNING, _native.BERT_LOG_ERROR: logging.ERROR}
 
 
 def _log(level: int, message: str) -> None:
-    logger.log(_LEVELS[level] if 0 <= level < len(_LEVELS) else logging.ERROR, message)
+    logger.log(_LEVELS.get(level, logging.ERROR), message)
 
 
 _native.set_error_factory(from_status)

@@ -5,13 +5,19 @@ Every exception carries the numeric status, its C name and the engine's message
 """
 from __future__ import annotations
 
+from . import _native
+
+
+def _status(name: str) -> tuple[int, str]:
+    """A bert_status as (its value in capi/bert.h, its C name)."""
+    return getattr(_native, name), name
+
 
 class BertError(RuntimeError):
     """A call into the engine failed. ``status`` is the bert_status value, ``status_name`` its
     C name (e.g. ``"BERT_ERR_CONFIG"``) and ``message`` the engine's explanation."""
 
-    status: int = 11
-    status_name: str = "BERT_ERR_INTERNAL"
+    status, status_name = _status("BERT_ERR_INTERNAL")
 
     def __init__(self, message: str, status: int | None = None, status_name: str | None = None):
         super().__init__(message)
@@ -27,58 +33,57 @@ class BertError(RuntimeError):
 
 class InvalidArgumentError(BertError, ValueError):
     """BERT_ERR_INVALID_ARGUMENT: a bad batch, a size out of range, a closed session."""
-    status, status_name = 1, "BERT_ERR_INVALID_ARGUMENT"
+    status, status_name = _status("BERT_ERR_INVALID_ARGUMENT")
 
 
 class ConfigError(BertError, ValueError):
     """BERT_ERR_CONFIG: malformed JSON, unknown key, wrong type, impossible value."""
-    status, status_name = 2, "BERT_ERR_CONFIG"
+    status, status_name = _status("BERT_ERR_CONFIG")
 
 
 class EngineIOError(BertError, OSError):
     """BERT_ERR_IO: a file could not be opened, read or written."""
-    status, status_name = 3, "BERT_ERR_IO"
+    status, status_name = _status("BERT_ERR_IO")
 
 
 class DataError(BertError):
     """BERT_ERR_DATA: a data shard or vocabulary is malformed."""
-    status, status_name = 4, "BERT_ERR_DATA"
+    status, status_name = _status("BERT_ERR_DATA")
 
 
 class CheckpointError(BertError):
     """BERT_ERR_CHECKPOINT: a checkpoint is corrupt or does not match the model."""
-    status, status_name = 5, "BERT_ERR_CHECKPOINT"
+    status, status_name = _status("BERT_ERR_CHECKPOINT")
 
 
 class OutOfMemoryError(BertError, MemoryError):
     """BERT_ERR_OUT_OF_MEMORY."""
-    status, status_name = 6, "BERT_ERR_OUT_OF_MEMORY"
+    status, status_name = _status("BERT_ERR_OUT_OF_MEMORY")
 
 
 class BackendError(BertError):
     """BERT_ERR_BACKEND: CUDA, cuBLAS, cuDNN or the CPU backend failed."""
-    status, status_name = 7, "BERT_ERR_BACKEND"
+    status, status_name = _status("BERT_ERR_BACKEND")
 
 
 class DistributedError(BertError):
     """BERT_ERR_DISTRIBUTED: a collective failed or timed out."""
-    status, status_name = 8, "BERT_ERR_DISTRIBUTED"
+    status, status_name = _status("BERT_ERR_DISTRIBUTED")
 
 
 class AbortedError(BertError):
     """BERT_ERR_ABORTED: Session.abort() (or Ctrl-C) stopped the call."""
-    status, status_name = 9, "BERT_ERR_ABORTED"
+    status, status_name = _status("BERT_ERR_ABORTED")
 
 
 class UnsupportedError(BertError):
     """BERT_ERR_UNSUPPORTED: not built in (e.g. CUDA in a CPU-only build)."""
-    status, status_name = 10, "BERT_ERR_UNSUPPORTED"
+    status, status_name = _status("BERT_ERR_UNSUPPORTED")
 
 
 class InternalError(BertError):
     """BERT_ERR_INTERNAL."""
-    status, status_name = 11, "BERT_ERR_INTERNAL"
-
+    status, status_name = _status("BERT_ERR_INTERNAL")
 
 
 _BY_STATUS = {cls.status: cls for cls in (

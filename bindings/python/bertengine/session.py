@@ -21,8 +21,9 @@ from .errors import InvalidArgumentError
 ConfigLike = Union[Mapping[str, object], str, "os.PathLike[str]"]
 Batch = Mapping[str, np.ndarray]
 
-_BACKENDS = {"auto": 0, "local": 1, "mpi": 2, "nccl": 3}
-_REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2}
+_BACKENDS = {"auto": _native.BERT_DIST_AUTO, "local": _native.BERT_DIST_LOCAL, "mpi": _native.BERT_DIST_MPI,
+             "nccl": _native.BERT_DIST_NCCL}
+_REDUCE_OPS = {"sum": _native.BERT_REDUCE_SUM, "mean": _native.BERT_REDUCE_MEAN, "max": _native.BERT_REDUCE_MAX}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,8 @@ def _dist_args(dist) -> tuple:
             None if uid is None else bytes(uid))
 
 
-_OUTPUTS = {"logits": 0, "pooled": 1, "hidden": 2}
+_OUTPUTS = {"logits": _native.BERT_OUTPUT_LOGITS, "pooled": _native.BERT_OUTPUT_POOLED,
+            "hidden": _native.BERT_OUTPUT_HIDDEN}
 
 
 def _batch_args(batch: Optional[Batch]):

@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <thread>
 
 namespace py = pybind11;
@@ -445,6 +446,22 @@ PYBIND11_MODULE(_native, m) {
   m.def("api_version", &bert_api_version);
   m.attr("HEADER_API_VERSION") = BERT_API_VERSION;
   m.attr("NCCL_UNIQUE_ID_BYTES") = BERT_NCCL_UNIQUE_ID_BYTES;
+  // The header's enum values, which the Python layer names (errors.py, session.py) rather than
+  // restating their numbers.
+#define BERT_ENUM(value) std::pair<const char*, int>{#value, value}
+  const std::pair<const char*, int> enum_values[] = {
+      BERT_ENUM(BERT_OK), BERT_ENUM(BERT_ERR_INVALID_ARGUMENT), BERT_ENUM(BERT_ERR_CONFIG),
+      BERT_ENUM(BERT_ERR_IO), BERT_ENUM(BERT_ERR_DATA), BERT_ENUM(BERT_ERR_CHECKPOINT),
+      BERT_ENUM(BERT_ERR_OUT_OF_MEMORY), BERT_ENUM(BERT_ERR_BACKEND), BERT_ENUM(BERT_ERR_DISTRIBUTED),
+      BERT_ENUM(BERT_ERR_ABORTED), BERT_ENUM(BERT_ERR_UNSUPPORTED), BERT_ENUM(BERT_ERR_INTERNAL),
+      BERT_ENUM(BERT_LOG_DEBUG), BERT_ENUM(BERT_LOG_INFO), BERT_ENUM(BERT_LOG_WARNING),
+      BERT_ENUM(BERT_LOG_ERROR), BERT_ENUM(BERT_DIST_AUTO), BERT_ENUM(BERT_DIST_LOCAL),
+      BERT_ENUM(BERT_DIST_MPI), BERT_ENUM(BERT_DIST_NCCL), BERT_ENUM(BERT_REDUCE_SUM),
+      BERT_ENUM(BERT_REDUCE_MEAN), BERT_ENUM(BERT_REDUCE_MAX), BERT_ENUM(BERT_OUTPUT_LOGITS),
+      BERT_ENUM(BERT_OUTPUT_POOLED), BERT_ENUM(BERT_OUTPUT_HIDDEN),
+  };
+#undef BERT_ENUM
+  for (const auto& [name, value] : enum_values) m.attr(name) = value;
   m.def("finalize", [] { check(bert_finalize()); });
   m.def("status_string", [](int st) { return text(bert_status_string(static_cast<bert_status>(st))); });
   m.def("last_error", [] { return text(bert_last_error()); });

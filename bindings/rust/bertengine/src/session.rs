@@ -177,7 +177,8 @@ pub fn set_log_callback(f: Option<fn(LogLevel, &str)>) {
             sys::BERT_LOG_DEBUG => LogLevel::Debug,
             sys::BERT_LOG_INFO => LogLevel::Info,
             sys::BERT_LOG_WARNING => LogLevel::Warning,
-            _ => LogLevel::Error,
+            sys::BERT_LOG_ERROR => LogLevel::Error,
+            _ => LogLevel::Error, // a level of a newer library
         };
         let msg = CStr::from_ptr(message).to_string_lossy();
         // A panic must not unwind into C.
