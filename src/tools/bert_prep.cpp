@@ -30,6 +30,7 @@
 #include "prep/tfrecord_shards.h"
 #include "prep/wiki_dump.h"
 #include "prep/wiki_extract.h"
+#include "prep/work_queue.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
 #include "prep/vocab_trainer.h"
@@ -109,8 +110,7 @@ Tokenizer make_tokenizer(const Args& args, const Vocab& vocab, TokenizerOptions 
 }
 
 int threads_option(const Args& args) {
-  const long long t = args.integer("--threads", 0, 0, 4096);
-  return t > 0 ? static_cast<int>(t) : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return resolve_threads(static_cast<int>(args.integer("--threads", 0, 0, 4096)));
 }
 
 std::string read_all(const std::string& path) {
