@@ -200,65 +200,69 @@ void BasicTokenizer::emit_general_run(const char32_t* run, size_t n, UnicodeBuff
   if (word_open) ends.push_back(static_cast<uint32_t>(base + out.size()));
 }
 
+size_t BasicTokenizer::append_unicode(const char32_t* run, size_t count, UnicodeBuffers& buffers, std::string& bytes,
+                                      size_t len, size_t slack, std::vector<uint32_t>& ends) const {
+  std::string& words = buffers.general;
+  words.clear();
+  emit_general_run(run, count, buffers, words, ends, len);
+  if (len + words.size() + slack > bytes.size()) bytes.resize(len + words.size() + slack);
+  std::memcpy(bytes.data() + len, words.data(), words.size());
+  return len + words.size();
+}
+
+size_t BasicTokenizer::redo_run(const unsigned char* text, size_t begin, size_t end, size_t len_mark,
+                                size_t ends_mark, UnicodeBuffers& buffers, std::string& bytes, size_t slack,
+                                std::vector<uint32_t>& ends) const {
+  ends.resize(ends_mark);
+  std::u32string& chars = buffers.run;
+  chars.clear();
+  for (size_t i = begin; i < end;) {
+    bool bad = false;
+    char32_t cp = decode_utf8(text, end, i, &bad);
+    if (classify(cp) != kDrop) chars.push_back(cp);
+  }
+  return append_unicode(chars.data(), chars.size(), buffers, bytes, len_mark, slack, ends);
+}
+
 void BasicTokenizer::split(std::string_view text, std::string& bytes, std::vector<uint32_t>& ends,
                            TokenizeCounts* counts) const {
   ends.clear();
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  uint64_t invalid = 0;
-  // The ASCII path writes at most one byte per input byte through `out`; Unicode runs are
-  // produced in unicode.general and copied in, growing the buffer when needed.
-  bytes.resize(n + 16);
+  const size_t n = text.size(), slack = n + 16;
+  // The ASCII path writes at most one byte per input byte through `out`; the Unicode path grows
+  // the buffer to keep that much slack.
+  bytes.resize(slack);
   char* out = bytes.data();
   size_t len = 0;
+  uint64_t invalid = 0;
   UnicodeBuffers unicode;
-  std::string& general_out = unicode.general;
-  auto append_general = [&](const char32_t* run, size_t count) {
-    general_out.clear();
-    emit_general_run(run, count, unicode, general_out, ends, len);
-    if (len + general_out.size() + (n + 16) > bytes.size()) {
-      bytes.resize(len + general_out.size() + n + 16);
-      out = bytes.data();
-    }
-    std::memcpy(out + len, general_out.data(), general_out.size());
-    len += general_out.size();
-  };
-
   bool in_run = false, general = false, word_open = false;
   size_t run_begin = 0, len_mark = 0, ends_mark = 0;
-  auto start_run = [&](size_t at) {
-    in_run = true;
-    general = false;
-    word_open = false;
-    run_begin = at;
-    len_mark = len;
-    ends_mark = ends.size();
-  };
-  auto finish_run = [&](size_t run_end) {
+  // A run is written on the ASCII path until a non-ASCII character marks it general; then it is
+  // redone on the Unicode path when it ends.
+  auto end_run = [&](size_t at) {
     if (!in_run) return;
     in_run = false;
     if (!general) {
       if (word_open) ends.push_back(static_cast<uint32_t>(len));
       return;
     }
-    len = len_mark;  // redo the run on the Unicode path
-    ends.resize(ends_mark);
-    std::u32string& run = unicode.run;
-    run.clear();
-    for (size_t i = run_begin; i < run_end;) {
-      bool bad = false;
-      char32_t cp = decode_utf8(s, run_end, i, &bad);
-      if (classify(cp) != kDrop) run.push_back(cp);
-    }
-    append_general(run.data(), run.size());
+    len = redo_run(s, run_begin, at, len_mark, ends_mark, unicode, bytes, slack, ends);
+    out = bytes.data();
   };
-
+  auto start_run = [&](size_t at) {
+    in_run = true;
+    general = word_open = false;
+    run_begin = at;
+    len_mark = len;
+    ends_mark = ends.size();
+  };
   for (size_t i = 0; i < n;) {
     unsigned char b = s[i];
     if (b < 0x80) {
       uint8_t kind = kAsciiKind[b];
       if (kind == kSpace) {
-        finish_run(i);
+        end_run(i);
       } else if (kind != kDrop) {
         if (!in_run) start_run(i);
         if (!general) {
@@ -281,18 +285,16 @@ void BasicTokenizer::split(std::string_view text, std::string& bytes, std::vecto
     char32_t cp = decode_utf8(s, n, i, &bad);
     invalid += bad;
     CharKind kind = classify(cp);
-    if (kind == kDrop) continue;
-    if (kind == kSpace) {
-      finish_run(at);
-    } else if (kind == kCjk) {
-      finish_run(at);
-      append_general(&cp, 1);
-    } else {
+    if (kind == kSpace || kind == kCjk) end_run(at);
+    if (kind == kCjk) {
+      len = append_unicode(&cp, 1, unicode, bytes, len, slack, ends);
+      out = bytes.data();
+    } else if (kind == kOther) {
       if (!in_run) start_run(at);
       general = true;
     }
   }
-  finish_run(n);
+  end_run(n);
   bytes.resize(len);
   if (counts) {
     counts->bytes += n;

@@ -51,6 +51,14 @@ class BasicTokenizer {
   // (offset `base` + position in out) to `ends`.
   void emit_general_run(const char32_t* run, size_t n, UnicodeBuffers& buffers, std::string& out,
                         std::vector<uint32_t>& ends, size_t base) const;
+  // The Unicode path's words of `count` code points written into `bytes` at `len` (growing it to
+  // keep `slack` bytes free after them); returns the new length.
+  size_t append_unicode(const char32_t* run, size_t count, UnicodeBuffers& buffers, std::string& bytes, size_t len,
+                        size_t slack, std::vector<uint32_t>& ends) const;
+  // Redoes the run text[begin, end) on the Unicode path: its words replace those the ASCII path
+  // wrote from output length len_mark and word count ends_mark on; returns the new length.
+  size_t redo_run(const unsigned char* text, size_t begin, size_t end, size_t len_mark, size_t ends_mark,
+                  UnicodeBuffers& buffers, std::string& bytes, size_t slack, std::vector<uint32_t>& ends) const;
   bool lower_case_;
 };
 
