@@ -7,3 +7,8 @@
 #pragma once
 
 #define BERT_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+// The same clones with no contraction of a * b + c into one fused multiply-add, so their results
+// are the baseline's bit for bit on every instruction set (the optimizer's loops: a step's weights
+// do not depend on the CPU they were computed on).
+#define BERT_CPU_CLONES_EXACT \
+  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))

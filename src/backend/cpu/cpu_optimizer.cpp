@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_lane_reduce.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -16,11 +17,30 @@ namespace {
 constexpr int64_t kSumsqChunk = 8192;
 
 // Σ x[i]^2 over [begin, end) in double.
+BERT_CPU_CLONES_EXACT
 double sumsq_chunk(const float* x, int64_t begin, int64_t end) {
   return lane_sum(end - begin, [&](int64_t j) {
     const double v = x[begin + j];
     return v * v;
   });
+}
+
+// Adam's moments and direction for elements [begin, end): g = grad·grad_scale, m and v updated in
+// place, update = (m/bc1) / (sqrt(v/bc2) + eps) + wd·param.
+BERT_CPU_CLONES_EXACT
+void adam_chunk(float* update, float* m, float* v, const float* grad, const float* param, int64_t begin, int64_t end,
+                const AdamStepArgs& args, float wd) {
+  const float b1 = args.beta1, b2 = args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
+  const float bc1 = args.bias_correction1, bc2 = args.bias_correction2, eps = args.eps;
+  const float grad_scale = args.grad_scale;
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad[i] * grad_scale;
+    const float mi = b1 * m[i] + one_minus_b1 * g;
+    const float vi = b2 * v[i] + one_minus_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    update[i] = (mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * param[i];
+  }
 }
 
 }  // namespace
@@ -72,23 +92,12 @@ void CpuOps::segment_sumsq_impl(const SegmentSumsqArgs& a) {
 // In segment_sumsq's chunks, so the optional sums of squares (of the chunk just written, still in
 // cache) are computed exactly as segment_sumsq computes them.
 void CpuOps::adam_direction_impl(const AdamDirectionArgs& a) {
-  const float b1 = a.args.beta1, b2 = a.args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
-  const float bc1 = a.args.bias_correction1, bc2 = a.args.bias_correction2, eps = a.args.eps;
-  const float grad_scale = a.args.grad_scale;
   const int64_t total_chunks = plan_sumsq_chunks(a.segs, a.host_sumsq ? 2 : 1);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads_) if (total_chunks > 1)
   for (int64_t c = 0; c < total_chunks; ++c) {
     const SumsqChunk k = sumsq_chunk_at(a.segs, c);
     const ParamSegment& seg = a.segs[k.segment];
-    const float wd = seg.weight_decay;
-    for (int64_t i = seg.offset + k.begin; i < seg.offset + k.end; ++i) {
-      const float g = a.grad[i] * grad_scale;
-      const float mi = b1 * a.m[i] + one_minus_b1 * g;
-      const float vi = b2 * a.v[i] + one_minus_b2 * g * g;
-      a.m[i] = mi;
-      a.v[i] = vi;
-      a.update[i] = (mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * a.param[i];
-    }
+    adam_chunk(a.update, a.m, a.v, a.grad, a.param, seg.offset + k.begin, seg.offset + k.end, a.args, seg.weight_decay);
     if (a.host_sumsq) {
       sumsq_partials_[c] = sumsq_chunk(a.param + seg.offset, k.begin, k.end);
       sumsq_partials_[total_chunks + c] = sumsq_chunk(a.update + seg.offset, k.begin, k.end);
