@@ -209,6 +209,79 @@ std::unique_ptr<bert::Session> planned_session(const CostModelRequest& q) {
   });
 }
 
+// --length-bins: each bin's step, then their mix: the session draws a bin per batch in proportion
+// to its sequences, so the expected step time is the bins' step times weighted by their sequences.
+void predict_length_bins(const CostModelRequest& q, const bert::CostModelOptions& options,
+                         const bert::DeviceModel& device, double gemm_peak, nlohmann::json& summary) {
+  const bert::SessionConfig c = bert::parse_session_config(modelled_config(q, q.config).dump());
+  bert::ShardSourceOptions o;
+  o.path = c.data.train_dir;
+  o.format = c.data.format;
+  o.max_seq_length = c.data.max_seq_length;
+  o.max_predictions_per_seq = c.data.max_predictions_per_seq;
+  o.vocab_size = c.model.vocab_size;
+  std::printf("%-8s %10s %10s %12s %12s\n", "bin", "sequences", "step ms", "sequences/s", "real tokens");
+  double weighted_seconds = 0, weighted_share = 0, sequences = 0, model_flops = 0;
+  nlohmann::json bins = nlohmann::json::array();
+  for (const bert::LengthBin& bin : bert::list_length_bins(o)) {
+    nlohmann::json config = q.config;
+    config["data"]["train_dir"] = bin.path;
+    config["data"]["length_bins"] = false;
+    const ModelledStep m = model_step(q, config, options, device);
+    std::printf("%-8s %10llu %10.3f %12.1f %11.1f%%\n", bin.name.c_str(), static_cast<unsigned long long>(bin.rows),
+                m.p.seconds * 1e3, q.batch / m.p.seconds, 100 * m.real_token_share);
+    weighted_seconds += static_cast<double>(bin.rows) * m.p.seconds;
+    weighted_share += static_cast<double>(bin.rows) * m.real_token_share;
+    sequences += static_cast<double>(bin.rows);
+    model_flops = m.model_flops;
+    bins.push_back({{"bin", bin.name}, {"sequences", bin.rows}, {"predicted_step_seconds", m.p.seconds},
+                    {"real_token_share", m.real_token_share}});
+  }
+  const double step = weighted_seconds / sequences, mfu = model_flops / step / gemm_peak;
+  const double real_token_share = weighted_share / sequences;
+  std::printf("\npredicted step over the bins' mix (each drawn in proportion to its sequences) %.3f ms, "
+              "%.1f sequences/s per GPU, MFU %.1f%% (model FLOPs of full-length sequences; real tokens "
+              "%.1f%% of them)\n",
+              step * 1e3, q.batch / step, 100 * mfu, 100 * real_token_share);
+  summary.update({{"length_bins", bins},
+                  {"predicted_step_seconds", step},
+                  {"predicted_sequences_per_second", q.batch / step},
+                  {"predicted_mfu", mfu},
+                  {"model_flops", model_flops},
+                  {"real_token_share", real_token_share}});
+}
+
+// One step's prediction: its ops and kernel kinds, the step, and the exposed collectives.
+void predict_step(const CostModelRequest& q, const bert::CostModelOptions& options, const bert::DeviceModel& device,
+                  double gemm_peak, nlohmann::json& summary) {
+  const ModelledStep m = model_step(q, q.config, options, device);
+  const bert::StepPrediction& p = m.p;
+  const double mfu = m.model_flops / p.seconds / gemm_peak;
+  print_rows("op", p.by_op, p.seconds);
+  std::printf("\n");
+  print_rows("kernel kind", p.by_kind, p.seconds);
+  std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs of full-length "
+              "sequences; real tokens %.1f%% of them), %lld launches\n"
+              "activation arena %.1f MiB (the engine's own accounting for this shape)\n",
+              p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, m.model_flops / 1e12, 100 * m.real_token_share,
+              static_cast<long long>(p.launches), m.arena_mib);
+  if (q.world > 1) {
+    std::printf("gradient collectives over %d GPUs (%.0f GB/s each): %.3f ms on the communicator's stream, %.3f ms "
+                "of it exposed (the rest overlaps the backward pass)\n",
+                q.world, device.gpu_link / 1e9, p.collective_seconds * 1e3, p.exposed_collective_seconds * 1e3);
+    summary.update({{"collective_seconds", p.collective_seconds},
+                    {"exposed_collective_seconds", p.exposed_collective_seconds}});
+  }
+  summary.update({{"predicted_step_seconds", p.seconds},
+                  {"predicted_sequences_per_second", q.batch / p.seconds},
+                  {"predicted_mfu", mfu},
+                  {"model_flops", m.model_flops},
+                  {"launches", p.launches},
+                  {"parameters", m.params},
+                  {"real_token_share", m.real_token_share},
+                  {"activation_arena_mib", m.arena_mib}});
+}
+
 int run_cost_model(const CostModelRequest& q) {
   try {
     bert::DeviceModel device = requested_device(q);
@@ -227,76 +300,11 @@ int run_cost_model(const CostModelRequest& q) {
                               {"fused_attention", q.fused_attention},
                               {"activations_16bit", options.activations_16bit},
                               {"shard_optimizer", q.shard_optimizer}};
-    const nlohmann::json& data = q.config["data"];
-    if (data.value("length_bins", false)) {
-      // Each bin's step, then their mix: the session draws a bin per batch in proportion to its
-      // sequences, so the expected step time is the bins' step times weighted by their sequences.
-      const bert::SessionConfig c = bert::parse_session_config(modelled_config(q, q.config).dump());
-      bert::ShardSourceOptions o;
-      o.path = c.data.train_dir;
-      o.format = c.data.format;
-      o.max_seq_length = c.data.max_seq_length;
-      o.max_predictions_per_seq = c.data.max_predictions_per_seq;
-      o.vocab_size = c.model.vocab_size;
-      std::printf("%-8s %10s %10s %12s %12s\n", "bin", "sequences", "step ms", "sequences/s", "real tokens");
-      double weighted_seconds = 0, weighted_share = 0, sequences = 0, model_flops = 0;
-      nlohmann::json bins = nlohmann::json::array();
-      for (const bert::LengthBin& bin : bert::list_length_bins(o)) {
-        nlohmann::json config = q.config;
-        config["data"]["train_dir"] = bin.path;
-        config["data"]["length_bins"] = false;
-        const ModelledStep m = model_step(q, config, options, device);
-        std::printf("%-8s %10llu %10.3f %12.1f %11.1f%%\n", bin.name.c_str(), static_cast<unsigned long long>(bin.rows),
-                    m.p.seconds * 1e3, q.batch / m.p.seconds, 100 * m.real_token_share);
-        weighted_seconds += static_cast<double>(bin.rows) * m.p.seconds;
-        weighted_share += static_cast<double>(bin.rows) * m.real_token_share;
-        sequences += static_cast<double>(bin.rows);
-        model_flops = m.model_flops;
-        bins.push_back({{"bin", bin.name}, {"sequences", bin.rows}, {"predicted_step_seconds", m.p.seconds},
-                        {"real_token_share", m.real_token_share}});
-      }
-      const double step = weighted_seconds / sequences, mfu = model_flops / step / gemm_peak;
-      const double real_token_share = weighted_share / sequences;
-      std::printf("\npredicted step over the bins' mix (each drawn in proportion to its sequences) %.3f ms, "
-                  "%.1f sequences/s per GPU, MFU %.1f%% (model FLOPs of full-length sequences; real tokens "
-                  "%.1f%% of them)\n",
-                  step * 1e3, q.batch / step, 100 * mfu, 100 * real_token_share);
-      summary.update({{"length_bins", bins},
-                      {"predicted_step_seconds", step},
-                      {"predicted_sequences_per_second", q.batch / step},
-                      {"predicted_mfu", mfu},
-                      {"model_flops", model_flops},
-                      {"real_token_share", real_token_share}});
-      std::printf("%s\n", summary.dump().c_str());
-      return 0;
+    if (q.config["data"].value("length_bins", false)) {
+      predict_length_bins(q, options, device, gemm_peak, summary);
+    } else {
+      predict_step(q, options, device, gemm_peak, summary);
     }
-
-    const ModelledStep m = model_step(q, q.config, options, device);
-    const bert::StepPrediction& p = m.p;
-    const double mfu = m.model_flops / p.seconds / gemm_peak;
-    print_rows("op", p.by_op, p.seconds);
-    std::printf("\n");
-    print_rows("kernel kind", p.by_kind, p.seconds);
-    std::printf("\npredicted step %.3f ms, %.1f sequences/s per GPU, MFU %.1f%% (%.3f TFLOP model FLOPs of full-length "
-                "sequences; real tokens %.1f%% of them), %lld launches\n"
-                "activation arena %.1f MiB (the engine's own accounting for this shape)\n",
-                p.seconds * 1e3, q.batch / p.seconds, 100 * mfu, m.model_flops / 1e12, 100 * m.real_token_share,
-                static_cast<long long>(p.launches), m.arena_mib);
-    if (q.world > 1) {
-      std::printf("gradient collectives over %d GPUs (%.0f GB/s each): %.3f ms on the communicator's stream, %.3f ms "
-                  "of it exposed (the rest overlaps the backward pass)\n",
-                  q.world, device.gpu_link / 1e9, p.collective_seconds * 1e3, p.exposed_collective_seconds * 1e3);
-      summary.update({{"collective_seconds", p.collective_seconds},
-                      {"exposed_collective_seconds", p.exposed_collective_seconds}});
-    }
-    summary.update({{"predicted_step_seconds", p.seconds},
-                    {"predicted_sequences_per_second", q.batch / p.seconds},
-                    {"predicted_mfu", mfu},
-                    {"model_flops", m.model_flops},
-                    {"launches", p.launches},
-                    {"parameters", m.params},
-                    {"real_token_share", m.real_token_share},
-                    {"activation_arena_mib", m.arena_mib}});
     std::printf("%s\n", summary.dump().c_str());
     return 0;
   } catch (const std::exception& e) {
