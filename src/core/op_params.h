@@ -22,6 +22,8 @@ struct DropoutSite {
   // read `step`, which equals it at the call.
   const uint64_t* step_at = nullptr;
 };
+// The scale of kept elements, 1 / (1 - p), rounded to float once.
+inline float dropout_keep_scale(const DropoutSite& site) { return 1.0f / (1.0f - site.p); }
 
 // A scale factor an op applies: `value`, or, when `at` is set, the float in backend memory at `at`
 // when the work runs (recorded work replays with each replay's value there). Backends that compute

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/attention_shape.h"
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_lane_reduce.h"
@@ -36,21 +37,6 @@ void softmax_row_bwd(float* grad, const float* prob, int64_t L, float scale) {
   for (int64_t c = 0; c < L; ++c) grad[c] = prob[c] * (grad[c] - rowdot) * scale;
 }
 
-// What both directions derive from their arguments: the hidden width and Q|K|V's row stride,
-// the longest sequence, and the dropout and score scales.
-struct AttentionDims {
-  int64_t H, ld_qkv, max_len;
-  bool dropout;
-  float keep_scale, score_scale;
-  AttentionDims(const AttentionLayout& layout, int heads, int head_dim, const DropoutSite& site)
-      : H(static_cast<int64_t>(heads) * head_dim),
-        ld_qkv(3 * H),
-        max_len(layout.max_len()),
-        dropout(site.p > 0.0f),
-        keep_scale(dropout_keep_scale(site)),
-        score_scale(1.0f / std::sqrt(static_cast<float>(head_dim))) {}
-};
-
 }  // namespace
 
 float* CpuOps::attention_scratch(size_t floats_per_thread) {
@@ -75,10 +61,10 @@ void CpuOps::attention_fwd_impl(const AttentionFwdArgs& a) {
   float* ctx = a.ctx.f32();
   float* probs = a.probs.f32();
   const float* qkv = a.qkv.f32();
-  const AttentionDims dims(a.layout, a.heads, a.head_dim, a.site);
-  const int64_t H = dims.H, ld_qkv = dims.ld_qkv, max_len = dims.max_len;
-  const bool dropout = dims.dropout;
-  const float keep_scale = dims.keep_scale, score_scale = dims.score_scale;
+  const AttentionShape shape(a.heads, a.head_dim, a.site);
+  const int64_t H = shape.H, ld_qkv = shape.ld_qkv, max_len = a.layout.max_len();
+  const bool dropout = a.site.p > 0.0f;
+  const float keep_scale = shape.keep_scale, score_scale = shape.scale;
   compute_probs_offsets(a.layout, a.heads);
   float* scratch = dropout ? attention_scratch(static_cast<size_t>(max_len * max_len)) : nullptr;
   const int64_t tasks = static_cast<int64_t>(a.layout.num_seqs()) * a.heads;
@@ -112,10 +98,10 @@ void CpuOps::attention_bwd_impl(const AttentionBwdArgs& a) {
   const float* dctx = a.dctx.f32();
   const float* qkv = a.qkv.f32();
   const float* probs = a.probs.f32();
-  const AttentionDims dims(a.layout, a.heads, a.head_dim, a.site);
-  const int64_t H = dims.H, ld_qkv = dims.ld_qkv, max_len = dims.max_len;
-  const bool dropout = dims.dropout;
-  const float keep_scale = dims.keep_scale, score_scale = dims.score_scale;
+  const AttentionShape shape(a.heads, a.head_dim, a.site);
+  const int64_t H = shape.H, ld_qkv = shape.ld_qkv, max_len = a.layout.max_len();
+  const bool dropout = a.site.p > 0.0f;
+  const float keep_scale = shape.keep_scale, score_scale = shape.scale;
   compute_probs_offsets(a.layout, a.heads);
   const size_t per_thread = static_cast<size_t>(max_len * max_len) * (dropout ? 2 : 1);
   float* scratch = attention_scratch(per_thread);

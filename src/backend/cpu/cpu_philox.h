@@ -14,9 +14,6 @@ namespace bert {
 // Elements per vectorised draw; blocks start at multiples of it (64 Philox groups each).
 constexpr int64_t kDropoutBlock = 256;
 
-// Scale applied to kept elements: 1 / (1 - p), rounded to float once.
-inline float dropout_keep_scale(const DropoutSite& site) { return 1.0f / (1.0f - site.p); }
-
 // u[i - begin] = philox_uniform_at(site, i) for i in [begin, end), both inside one block
 // [k·kDropoutBlock, (k+1)·kDropoutBlock].
 void dropout_uniforms(float* u, const DropoutSite& site, int64_t begin, int64_t end);

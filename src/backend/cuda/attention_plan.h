@@ -1,33 +1,16 @@
-// The reference attention's launch plan on the GPU: the shape it derives, how a batch's GEMMs are
+// The reference attention's launch plan on the GPU: how a batch's GEMMs are
 // batched, and the GEMMs, each written once. CUDA-free, so that CudaOps
 // (cuda_attention.cpp) and the cost model (src/perf/cost_model_ops.cpp) make the same choice and
 // describe the same GEMMs.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
+#include "backend/attention_shape.h"
 #include "backend/cuda/gemm_args.h"
 #include "backend/ops.h"
 
 namespace bert {
-
-// What every attention path derives from (heads, head_dim) and the dropout site.
-struct AttentionShape {
-  AttentionShape(int heads_, int head_dim_, const DropoutSite& site)
-      : heads(heads_),
-        head_dim(head_dim_),
-        H(static_cast<int64_t>(heads_) * head_dim_),
-        ld_qkv(3 * H),
-        scale(1.0f / std::sqrt(static_cast<float>(head_dim_))),
-        keep_scale(1.0f / (1.0f - site.p)) {}
-  int heads, head_dim;
-  int64_t H;         // the hidden width, heads · head_dim
-  int64_t ld_qkv;    // the row stride of the packed [T, 3H] Q, K, V
-  float scale;       // of the scores, 1/sqrt(head_dim)
-  float keep_scale;  // of the kept probabilities, 1/(1 - p)
-};
-
 
 // Where the first (sequence, head) operand of one batched attention GEMM starts — in elements
 // of [T, 3H] Q/K/V (and their gradient), of [T, H] context (and its gradient), of the

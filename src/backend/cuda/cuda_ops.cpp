@@ -181,23 +181,23 @@ void CudaOps::layernorm_bwd_impl(const LayernormBwdArgs& a) {
 }
 
 void CudaOps::dropout_residual_fwd_impl(const DropoutResidualFwdArgs& a) {
-  kernels::dropout_residual_fwd(a.out, a.in, a.residual, a.n, a.site, 1.0f / (1.0f - a.site.p), 0, stream_);
+  kernels::dropout_residual_fwd(a.out, a.in, a.residual, a.n, a.site, dropout_keep_scale(a.site), 0, stream_);
 }
 
 void CudaOps::dropout_bwd_impl(const DropoutBwdArgs& a) {
-  kernels::dropout_bwd(a.din, a.dout, a.n, a.site, 1.0f / (1.0f - a.site.p), stream_);
+  kernels::dropout_bwd(a.din, a.dout, a.n, a.site, dropout_keep_scale(a.site), stream_);
 }
 
 void CudaOps::residual_layernorm_fwd_impl(const ResidualLayernormFwdArgs& a) {
   kernels::residual_layernorm_fwd(a.out, a.res, a.mean, a.rstd, a.in, a.residual, a.gamma, a.beta, a.M, a.N, a.eps, a.site,
-                                  1.0f / (1.0f - a.site.p), stream_);
+                                  dropout_keep_scale(a.site), stream_);
 }
 
 void CudaOps::residual_layernorm_bwd_impl(const ResidualLayernormBwdArgs& a) {
   if (a.M == 0) return;
   const size_t partials = static_cast<size_t>(kernels::residual_layernorm_chunks(a.M)) * 2 * a.N;
   kernels::residual_layernorm_bwd(a.d_in, a.d_residual, a.dgamma, a.dbeta, a.dout, a.res, a.mean, a.rstd, a.gamma, a.M, a.N, a.site,
-                                  1.0f / (1.0f - a.site.p), partials_->get_as<double>(partials), stream_);
+                                  dropout_keep_scale(a.site), partials_->get_as<double>(partials), stream_);
 }
 
 // ---- loss -------------------------------------------------------------------------------
