@@ -1,7 +1,7 @@
 // The CPU backend's vectorised building blocks against their scalar definitions: exp, erf and
 // tanh over arrays (every length's tail, in place, extreme arguments) within 4 ulp of libm, and
-// the block-wise Philox dropout uniforms bit-identical to philox_uniform_at for unaligned ranges
-// and group indices above 2^32, and the fp32 -> bf16 conversion of GEMM operands bit-identical to
+// dropout's block-wise Philox masks bit-identical to philox_uniform_at for unaligned ranges and
+// group indices above 2^32, and the fp32 -> bf16 conversion of GEMM operands bit-identical to
 // core/half.h's (ties, subnormals, infinities, NaNs, every length's tail).
 #include <gtest/gtest.h>
 
@@ -54,29 +54,42 @@ TEST(CpuVectorMath, ExpErfTanhWithin4UlpOfLibm) {
   EXPECT_TRUE(std::isinf(out[2]));
 }
 
-TEST(CpuDropoutUniforms, EqualPhiloxUniformAtBitForBit) {
+// dropout_apply's mask is philox_uniform_at(...) >= p element by element, at any start and length
+// (inside one 256-element block, across blocks, group indices above 2^32), with and without the
+// residual, in place, and with p = 0 (no draw: the input, or input + residual, unchanged).
+TEST(CpuDropoutApply, MasksByPhiloxUniformAtBitForBit) {
   DropoutSite site;
   site.seed = 0x123456789ABCDEFull;
   site.step = 77;
   site.tensor_id = 5;
-  site.p = 0.1f;
-  for (int64_t base : {int64_t{0}, int64_t{1} << 34}) {  // group index above 2^32 for the second
-    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 256}, {3, 250}, {255, 256}, {1, 2}, {100, 100}}) {
-      float u[kDropoutBlock];
-      dropout_uniforms(u, site, base + begin, base + end);
-      for (int64_t i = begin; i < end; ++i) {
-        const float expected = philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(base + i));
-        ASSERT_EQ(u[i - begin], expected) << "element " << base + i;
+  std::vector<float> in(1100), residual(1100);
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i] = std::sin(0.37f * i) * 3.0f;
+    residual[i] = std::cos(0.11f * i);
+  }
+  int64_t dropped = 0, checked = 0;
+  for (float p : {0.0f, 0.1f, 0.5f, 0.9f}) {
+    site.p = p;
+    const float keep_scale = dropout_keep_scale(site);
+    for (int64_t base : {int64_t{0}, int64_t{1} << 34}) {
+      for (auto [begin, n] : {std::pair<int64_t, int64_t>{0, 256}, {3, 247}, {255, 1}, {1, 1}, {100, 0}, {250, 780}}) {
+        for (bool with_residual : {false, true}) {
+          std::vector<float> out(in.begin(), in.begin() + n);  // in place
+          dropout_apply(out.data(), out.data(), with_residual ? residual.data() : nullptr, site, base + begin, n);
+          for (int64_t j = 0; j < n; ++j) {
+            const bool keep =
+                philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(base + begin + j)) >= p;
+            const float kept = keep ? in[j] * keep_scale : 0.0f;
+            const float expected = with_residual ? kept + residual[j] : kept;
+            ASSERT_EQ(out[j], expected) << "p " << p << " element " << base + begin + j;
+            dropped += !keep;
+            ++checked;
+          }
+        }
       }
     }
   }
-  int64_t visited = 0;
-  for_each_dropout_uniform(site, 250, 1030, [&](int64_t i, float v) {
-    ASSERT_EQ(i, 250 + visited);
-    ASSERT_EQ(v, philox_uniform_at(site.seed, site.step, site.tensor_id, static_cast<uint64_t>(i)));
-    ++visited;
-  });
-  EXPECT_EQ(visited, 1030 - 250);
+  EXPECT_GT(dropped, checked / 5);  // the masks are not all-keep
 }
 
 TEST(CpuBf16Conversion, EqualsTheScalarRoundingBitForBit) {

@@ -64,7 +64,7 @@ void CpuOps::attention_fwd_impl(const AttentionFwdArgs& a) {
   const AttentionShape shape(a.heads, a.head_dim, a.site);
   const int64_t H = shape.H, ld_qkv = shape.ld_qkv, max_len = a.layout.max_len();
   const bool dropout = a.site.p > 0.0f;
-  const float keep_scale = shape.keep_scale, score_scale = shape.scale;
+  const float score_scale = shape.scale;
   compute_probs_offsets(a.layout, a.heads);
   float* scratch = dropout ? attention_scratch(static_cast<size_t>(max_len * max_len)) : nullptr;
   const int64_t tasks = static_cast<int64_t>(a.layout.num_seqs()) * a.heads;
@@ -86,9 +86,7 @@ void CpuOps::attention_fwd_impl(const AttentionFwdArgs& a) {
       continue;
     }
     float* dropped = scratch + static_cast<size_t>(omp_get_thread_num()) * max_len * max_len;
-    for_each_dropout_uniform(a.site, p_off, p_off + L * L, [&](int64_t i, float u) {
-      dropped[i - p_off] = u >= a.site.p ? P[i - p_off] * keep_scale : 0.0f;
-    });
+    dropout_apply(dropped, P, nullptr, a.site, p_off, L * L);
     cpu_gemm(L, a.head_dim, L, 1.0f, {dropped, L, false}, {v, ld_qkv, false}, 0.0f, out, H, 1);
   }
 }
@@ -101,7 +99,7 @@ void CpuOps::attention_bwd_impl(const AttentionBwdArgs& a) {
   const AttentionShape shape(a.heads, a.head_dim, a.site);
   const int64_t H = shape.H, ld_qkv = shape.ld_qkv, max_len = a.layout.max_len();
   const bool dropout = a.site.p > 0.0f;
-  const float keep_scale = shape.keep_scale, score_scale = shape.scale;
+  const float score_scale = shape.scale;
   compute_probs_offsets(a.layout, a.heads);
   const size_t per_thread = static_cast<size_t>(max_len * max_len) * (dropout ? 2 : 1);
   float* scratch = attention_scratch(per_thread);
@@ -127,11 +125,8 @@ void CpuOps::attention_bwd_impl(const AttentionBwdArgs& a) {
     cpu_gemm(L, L, a.head_dim, 1.0f, {dout, H, false}, {v, ld_qkv, true}, 0.0f, dP, L, 1);
     if (dropout) {
       float* dropped = dP + max_len * max_len;  // [L, L] = dropout(P)
-      for_each_dropout_uniform(a.site, p_off, p_off + L * L, [&](int64_t i, float u) {
-        const bool keep = u >= a.site.p;
-        dropped[i - p_off] = keep ? P[i - p_off] * keep_scale : 0.0f;
-        dP[i - p_off] = keep ? dP[i - p_off] * keep_scale : 0.0f;
-      });
+      dropout_apply(dropped, P, nullptr, a.site, p_off, L * L);
+      dropout_apply(dP, dP, nullptr, a.site, p_off, L * L);
       cpu_gemm(L, a.head_dim, L, 1.0f, {dropped, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     } else {
       cpu_gemm(L, a.head_dim, L, 1.0f, {P, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);

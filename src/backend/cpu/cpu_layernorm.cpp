@@ -10,7 +10,6 @@
 // rows, then sums the chunks in order (thread-count independent, as above).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_lane_reduce.h"
@@ -76,34 +75,6 @@ void layernorm_columns_bwd(float* dgamma, float* dbeta, const float* dout, const
 // Rows per chunk of the residual block's parameter-gradient partials.
 constexpr int64_t kRowsPerChunk = 32;
 
-// res[j] = dropout(in[j]) + residual[j] for the elements [first, first + N) of site's stream,
-// in dropout_residual_fwd's expressions (so its bits).
-void dropout_residual_row(float* res, const float* in, const float* residual, int64_t first, int N,
-                          const DropoutSite& site, float keep_scale) {
-  if (site.p == 0.0f) {
-    for (int j = 0; j < N; ++j) res[j] = in[j] + residual[j];
-    return;
-  }
-  for_each_dropout_uniform(site, first, first + N, [&](int64_t i, float u) {
-    const int64_t j = i - first;
-    const float dropped = u >= site.p ? in[j] * keep_scale : 0.0f;
-    res[j] = dropped + residual[j];
-  });
-}
-
-// d_in[j] = d_res[j] ⊙ mask / (1 - p) for the elements [first, first + N), as dropout_bwd.
-void dropout_row_bwd(float* d_in, const float* d_res, int64_t first, int N, const DropoutSite& site,
-                     float keep_scale) {
-  if (site.p == 0.0f) {
-    std::memcpy(d_in, d_res, static_cast<size_t>(N) * sizeof(float));
-    return;
-  }
-  for_each_dropout_uniform(site, first, first + N, [&](int64_t i, float u) {
-    const int64_t j = i - first;
-    d_in[j] = u >= site.p ? d_res[j] * keep_scale : 0.0f;
-  });
-}
-
 // layernorm_row_bwd's dx into d_res (which may alias dy), and acc_gamma[j] += dy ⊙ x̂,
 // acc_beta[j] += dy on the way (each dy is read before d_res overwrites it).
 BERT_CPU_CLONES
@@ -129,10 +100,9 @@ void CpuOps::residual_layernorm_fwd_impl(const ResidualLayernormFwdArgs& a) {
   float* res = a.res.f32();
   const float* in = a.in.f32();
   const float* residual = a.residual.f32();
-  const float keep_scale = dropout_keep_scale(a.site);
 #pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
   for (int64_t i = 0; i < a.M; ++i) {
-    dropout_residual_row(res + i * a.N, in + i * a.N, residual + i * a.N, i * a.N, a.N, a.site, keep_scale);
+    dropout_apply(res + i * a.N, in + i * a.N, residual + i * a.N, a.site, i * a.N, a.N);
     layernorm_row_fwd(out + i * a.N, a.mean + i, a.rstd + i, res + i * a.N, a.gamma, a.beta, a.N, a.eps);
   }
 }
@@ -142,7 +112,6 @@ void CpuOps::residual_layernorm_bwd_impl(const ResidualLayernormBwdArgs& a) {
   float* d_residual = a.d_residual.f32();
   const float* dout = a.dout.f32();
   const float* res = a.res.f32();
-  const float keep_scale = dropout_keep_scale(a.site);
   const int64_t chunks = (a.M + kRowsPerChunk - 1) / kRowsPerChunk;
   layernorm_partials_.resize(std::max<size_t>(layernorm_partials_.size(), static_cast<size_t>(chunks) * 2 * a.N));
   double* partials = layernorm_partials_.data();  // [chunks][2N]: dgamma part | dbeta part
@@ -153,7 +122,7 @@ void CpuOps::residual_layernorm_bwd_impl(const ResidualLayernormBwdArgs& a) {
     for (int64_t i = c * kRowsPerChunk; i < std::min(a.M, (c + 1) * kRowsPerChunk); ++i) {
       residual_layernorm_row_bwd(d_residual + i * a.N, acc, acc + a.N, dout + i * a.N, res + i * a.N, a.mean[i], a.rstd[i], a.gamma,
                                  a.N);
-      dropout_row_bwd(d_in + i * a.N, d_residual + i * a.N, i * a.N, a.N, a.site, keep_scale);
+      dropout_apply(d_in + i * a.N, d_residual + i * a.N, nullptr, a.site, i * a.N, a.N);
     }
   }
   for (int j = 0; j < a.N; ++j) {

@@ -1,7 +1,7 @@
-// dropout_uniforms: Philox4x32-10 (core/philox.h) for the 64 groups of one block at once, with
-// the counters in structure-of-arrays form so the compiler vectorises the rounds (32x32->64-bit
-// multiplies), compiled for the instruction sets of cpu_isa.h and picked at run time
-// (target_clones). The uniforms are philox_uniform_at's, bit for bit.
+// dropout_apply: Philox4x32-10 (core/philox.h) for the 64 groups of one block at once, with the
+// counters in structure-of-arrays form so the compiler vectorises the rounds (32x32->64-bit
+// multiplies), then the select over the block, compiled for the instruction sets of cpu_isa.h and
+// picked at run time (target_clones). The uniforms are philox_uniform_at's, bit for bit.
 #include "backend/cpu/cpu_philox.h"
 
 #include <algorithm>
@@ -50,15 +50,45 @@ void philox_block_uniforms(float (&u)[kDropoutBlock], uint64_t seed, uint64_t st
   }
 }
 
+// One block's part [j0, j1) of dropout_apply, u[j - j0] the uniform of element j. Without
+// contraction: the residual's add stays a separate rounding, as in the GPU's kernels.
+BERT_CPU_CLONES_EXACT
+void apply_block(float* out, const float* in, const float* residual, const float* u, int64_t j0, int64_t j1,
+                 float p, float keep_scale) {
+  if (residual == nullptr) {
+    for (int64_t j = j0; j < j1; ++j) out[j] = u[j - j0] >= p ? in[j] * keep_scale : 0.0f;
+    return;
+  }
+  for (int64_t j = j0; j < j1; ++j) out[j] = (u[j - j0] >= p ? in[j] * keep_scale : 0.0f) + residual[j];
+}
+
+// dropout_apply with p = 0: out = in (+ residual), no draw.
+BERT_CPU_CLONES
+void keep_all(float* out, const float* in, const float* residual, int64_t n) {
+  if (residual == nullptr) {
+    if (out != in) std::copy(in, in + n, out);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) out[j] = in[j] + residual[j];
+}
+
 }  // namespace
 
-void dropout_uniforms(float* u, const DropoutSite& site, int64_t begin, int64_t end) {
-  const int64_t block = begin / kDropoutBlock;
-  BERT_CHECK(begin >= 0 && begin <= end && end <= (block + 1) * kDropoutBlock, Code::internal,
-             "dropout_uniforms: [", begin, ", ", end, ") is not inside one block");
+void dropout_apply(float* out, const float* in, const float* residual, const DropoutSite& site, int64_t first,
+                   int64_t n) {
+  BERT_CHECK(first >= 0 && n >= 0, Code::internal, "dropout_apply: elements [", first, ", ", first + n, ")");
+  if (site.p == 0.0f) return keep_all(out, in, residual, n);
+  const float keep_scale = dropout_keep_scale(site);
   float all[kDropoutBlock];
-  philox_block_uniforms(all, site.seed, site.step, site.tensor_id, static_cast<uint64_t>(block) * kGroups);
-  std::copy(all + (begin - block * kDropoutBlock), all + (end - block * kDropoutBlock), u);
+  for (int64_t j = 0; j < n;) {
+    const int64_t i = first + j, block = i / kDropoutBlock;
+    const int64_t block_end = std::min(first + n, (block + 1) * kDropoutBlock);
+    philox_block_uniforms(all, site.seed, site.step, site.tensor_id, static_cast<uint64_t>(block) * kGroups);
+    const int64_t skip = i - block * kDropoutBlock;  // the block's elements before first
+    apply_block(out, in, residual, all + skip, j, j + block_end - i,
+                site.p, keep_scale);
+    j += block_end - i;
+  }
 }
 
 }  // namespace bert
