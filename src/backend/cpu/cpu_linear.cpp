@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_activation.h"
 #include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -14,6 +15,29 @@ namespace bert {
 namespace {
 
 constexpr int kColumnBlock = 32;
+
+// db[c0 + j] += Σ_i x[i·ld + c0 + j] over rows i in order, summed in double, for j < width
+// (≤ kColumnBlock); a full block's inner loop has a fixed trip count, so each clone vectorises it.
+BERT_CPU_CLONES_EXACT
+void add_column_sums(float* db, const float* x, int64_t rows, int64_t ld, int64_t c0, int width) {
+  double acc[kColumnBlock] = {};
+  if (width == kColumnBlock) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int j = 0; j < kColumnBlock; ++j) acc[j] += x[i * ld + c0 + j];
+    }
+  } else {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int j = 0; j < width; ++j) acc[j] += x[i * ld + c0 + j];
+    }
+  }
+  for (int j = 0; j < width; ++j) db[c0 + j] += static_cast<float>(acc[j]);
+}
+
+// row[j] += b[j] for j < n.
+BERT_CPU_CLONES
+void add_bias(float* row, const float* b, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] += b[j];
+}
 
 }  // namespace
 
@@ -69,9 +93,7 @@ void CpuOps::linear_fwd_impl(const LinearFwdArgs& a) {
 #pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
   for (int64_t i = 0; i < a.M; ++i) {
     float* row = gemm_out + i * a.N;
-    if (a.b != nullptr) {
-      for (int j = 0; j < a.N; ++j) row[j] += a.b[j];
-    }
+    if (a.b != nullptr) add_bias(row, a.b, a.N);
     if (a.act != Activation::none) activation_array(a.act, out + i * a.N, row, a.N);
   }
 }
@@ -106,13 +128,8 @@ void CpuOps::linear_bwd_impl(const LinearBwdArgs& a) {
     const int blocks = (a.N + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
     for (int blk = 0; blk < blocks; ++blk) {
-      const int c0 = blk * kColumnBlock, c1 = std::min(a.N, c0 + kColumnBlock);
-      double acc[kColumnBlock] = {};
-      for (int64_t i = 0; i < a.M; ++i) {
-        const float* row = dpre + i * a.N;
-        for (int j = c0; j < c1; ++j) acc[j - c0] += row[j];
-      }
-      for (int j = c0; j < c1; ++j) a.db[j] += static_cast<float>(acc[j - c0]);
+      const int c0 = blk * kColumnBlock;
+      add_column_sums(a.db, dpre, a.M, a.N, c0, std::min(a.N - c0, kColumnBlock));
     }
   }
   // dW[N,K] += dpreᵀ[N,M] · in[M,K];  din[M,K] (+)= dpre[M,N] · W[N,K].
