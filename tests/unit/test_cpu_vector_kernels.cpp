@@ -92,6 +92,21 @@ TEST(CpuDropoutApply, MasksByPhiloxUniformAtBitForBit) {
   EXPECT_GT(dropped, checked / 5);  // the masks are not all-keep
 }
 
+// dropout_apply_pair draws once and gives each array what dropout_apply gives it (the second in place).
+TEST(CpuDropoutApply, PairEqualsTwoSingleApplies) {
+  for (float p : {0.0f, 0.1f}) {
+    const DropoutSite site{0xC0FFEEull, 3, 9, p};
+    std::vector<float> a(700), b(700);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 1.0f + i, b[i] = -0.5f * i;
+    std::vector<float> a1(a.size()), b1 = b, a2(a.size()), b2 = b;
+    dropout_apply(a1.data(), a.data(), nullptr, site, 77, 700);
+    dropout_apply(b1.data(), b1.data(), nullptr, site, 77, 700);
+    dropout_apply_pair(a2.data(), a.data(), b2.data(), b2.data(), site, 77, 700);
+    EXPECT_EQ(a1, a2) << "p " << p;
+    EXPECT_EQ(b1, b2) << "p " << p;
+  }
+}
+
 TEST(CpuBf16Conversion, EqualsTheScalarRoundingBitForBit) {
   std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F800000u, 0xFF800000u,
                                 0x7F800001u, 0xFFC00000u, 0x7FBF0000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu,

@@ -125,8 +125,7 @@ void CpuOps::attention_bwd_impl(const AttentionBwdArgs& a) {
     cpu_gemm(L, L, a.head_dim, 1.0f, {dout, H, false}, {v, ld_qkv, true}, 0.0f, dP, L, 1);
     if (dropout) {
       float* dropped = dP + max_len * max_len;  // [L, L] = dropout(P)
-      dropout_apply(dropped, P, nullptr, a.site, p_off, L * L);
-      dropout_apply(dP, dP, nullptr, a.site, p_off, L * L);
+      dropout_apply_pair(dropped, P, dP, dP, a.site, p_off, L * L);
       cpu_gemm(L, a.head_dim, L, 1.0f, {dropped, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);
     } else {
       cpu_gemm(L, a.head_dim, L, 1.0f, {P, L, true}, {dout, H, false}, 0.0f, dv, ld_qkv, 1);

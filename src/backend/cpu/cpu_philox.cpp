@@ -72,23 +72,43 @@ void keep_all(float* out, const float* in, const float* residual, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = in[j] + residual[j];
 }
 
-}  // namespace
-
-void dropout_apply(float* out, const float* in, const float* residual, const DropoutSite& site, int64_t first,
-                   int64_t n) {
-  BERT_CHECK(first >= 0 && n >= 0, Code::internal, "dropout_apply: elements [", first, ", ", first + n, ")");
-  if (site.p == 0.0f) return keep_all(out, in, residual, n);
-  const float keep_scale = dropout_keep_scale(site);
+// Calls f(u, j0, j1) for each Philox block met by the elements first + j, j in [0, n): u[j - j0]
+// is the uniform of element first + j for j in [j0, j1).
+template <typename F>
+void for_each_block(const DropoutSite& site, int64_t first, int64_t n, F&& f) {
+  BERT_CHECK(first >= 0 && n >= 0, Code::internal, "dropout: elements [", first, ", ", first + n, ")");
   float all[kDropoutBlock];
   for (int64_t j = 0; j < n;) {
     const int64_t i = first + j, block = i / kDropoutBlock;
     const int64_t block_end = std::min(first + n, (block + 1) * kDropoutBlock);
     philox_block_uniforms(all, site.seed, site.step, site.tensor_id, static_cast<uint64_t>(block) * kGroups);
-    const int64_t skip = i - block * kDropoutBlock;  // the block's elements before first
-    apply_block(out, in, residual, all + skip, j, j + block_end - i,
-                site.p, keep_scale);
+    f(all + (i - block * kDropoutBlock), j, j + block_end - i);
     j += block_end - i;
   }
+}
+
+}  // namespace
+
+void dropout_apply(float* out, const float* in, const float* residual, const DropoutSite& site, int64_t first,
+                   int64_t n) {
+  if (site.p == 0.0f) return keep_all(out, in, residual, n);
+  const float keep_scale = dropout_keep_scale(site);
+  for_each_block(site, first, n, [&](const float* u, int64_t j0, int64_t j1) {
+    apply_block(out, in, residual, u, j0, j1, site.p, keep_scale);
+  });
+}
+
+void dropout_apply_pair(float* out_a, const float* in_a, float* out_b, const float* in_b, const DropoutSite& site,
+                        int64_t first, int64_t n) {
+  if (site.p == 0.0f) {
+    keep_all(out_a, in_a, nullptr, n);
+    return keep_all(out_b, in_b, nullptr, n);
+  }
+  const float keep_scale = dropout_keep_scale(site);
+  for_each_block(site, first, n, [&](const float* u, int64_t j0, int64_t j1) {
+    apply_block(out_a, in_a, nullptr, u, j0, j1, site.p, keep_scale);
+    apply_block(out_b, in_b, nullptr, u, j0, j1, site.p, keep_scale);
+  });
 }
 
 }  // namespace bert

@@ -19,4 +19,8 @@ constexpr int64_t kDropoutBlock = 256;
 void dropout_apply(float* out, const float* in, const float* residual, const DropoutSite& site, int64_t first,
                    int64_t n);
 
+// dropout_apply (no residual) of the same elements to two arrays, the mask drawn once.
+void dropout_apply_pair(float* out_a, const float* in_a, float* out_b, const float* in_b, const DropoutSite& site,
+                        int64_t first, int64_t n);
+
 }  // namespace bert
