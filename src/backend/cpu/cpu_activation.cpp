@@ -1,10 +1,12 @@
 // The array forms of the activations: each block of elements goes through one vectorised
 // exp/erf/tanh call and simple loops the compiler vectorises, with the same operations in the
-// same order as the scalar forms in cpu_activation.h (only the libm function differs).
+// same order as the scalar forms in cpu_activation.h (only the libm function differs). The loops
+// run in instruction-set clones compiled without contraction, so every clone keeps those bits.
 #include "backend/cpu/cpu_activation.h"
 
 #include <algorithm>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_vector_math.h"
 
 namespace bert {
@@ -16,6 +18,7 @@ constexpr float kTanhK0 = 0.79788456080286536f, kTanhK1 = 0.044715f;
 
 }  // namespace
 
+BERT_CPU_CLONES_EXACT
 void activation_array(Activation act, float* out, const float* pre, int64_t n) {
   float t[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -43,6 +46,7 @@ void activation_array(Activation act, float* out, const float* pre, int64_t n) {
   }
 }
 
+BERT_CPU_CLONES_EXACT
 void activation_grad_array(Activation act, float* dpre, const float* dout, const float* pre, int64_t n) {
   float t[kBlock], e[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
