@@ -28,7 +28,11 @@
  *    between threads). bert_session_abort and bert_last_error may be called from any thread at
  *    any time. Different sessions are independent. A GPU session makes its GPU current on the
  *    calling thread for the length of each call and the thread's own CUDA context current again
- *    before returning (none, if it had none).
+ *    before returning (none, if it had none). The CPU work runs on an OpenMP thread pool that
+ *    belongs to the calling thread: a host that calls a session from one thread keeps that pool
+ *    warm; calls from many threads each start a pool, and once the pools hold more threads than
+ *    there are cores their workers sleep between parallel regions, which slows small calls. The
+ *    Python and Go bindings create each session and make its calls on a thread of its own.
  *  - Collective calls (marked COLLECTIVE) must be called by every rank of a distributed run in
  *    the same order; with one rank they complete locally.
  *  - Returned pointers: each call that returns a pointer says how long it stays valid. Static

@@ -119,19 +119,26 @@ func (p Param) Size() int {
 }
 
 // Session is one engine session. Its methods may be called from any goroutine, one at a time
-// (they serialise on an internal lock, as the engine requires); Close frees it.
+// (they serialise on an internal lock, as the engine requires); Close frees it. The session is
+// created and its calls run on an OS thread of its own (engine_thread.go).
 type Session struct {
 	mu      sync.Mutex                  // held by every call and by Close
 	abortMu sync.Mutex                  // guards handle for Abort, which must not wait for mu
 	handle  capi.Struct_SS_bert_session // nil once closed
+	thread  *engineThread               // runs creation and the calls; stopped by Close
 }
 
 // call runs f on a locked OS thread so that bert_last_error is read on the thread that failed.
 func call(f func() capi.Enum_SS_bert_status) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if st := Status(f()); st != OK {
-		return &Error{Status: st, Message: capi.Bert_last_error()}
+	return statusError(f())
+}
+
+// statusError is nil for OK, else the status with bert_last_error (read on the calling thread).
+func statusError(st capi.Enum_SS_bert_status) error {
+	if s := Status(st); s != OK {
+		return &Error{Status: s, Message: capi.Bert_last_error()}
 	}
 	return nil
 }
@@ -160,10 +167,12 @@ func NewDistSession(config string, dist Dist) (*Session, error) {
 	}
 	out := capi.New_sessionp()
 	defer capi.Delete_sessionp(out)
-	if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_session_create(config, d, out) }); err != nil {
+	thread := newEngineThread()
+	if err := thread.call(func() capi.Enum_SS_bert_status { return capi.Bert_session_create(config, d, out) }); err != nil {
+		thread.stop()
 		return nil, err
 	}
-	s := &Session{handle: capi.Sessionp_value(out)}
+	s := &Session{handle: capi.Sessionp_value(out), thread: thread}
 	runtime.SetFinalizer(s, (*Session).Close)
 	return s, nil
 }
@@ -177,6 +186,7 @@ func (s *Session) Close() error {
 	if s.handle != nil {
 		capi.Bert_session_destroy(s.handle)
 		s.handle = nil
+		s.thread.stop()
 		runtime.SetFinalizer(s, nil)
 	}
 	return nil
@@ -219,7 +229,7 @@ func (s *Session) run(ctx context.Context, f func(h capi.Struct_SS_bert_session)
 			case <-done:
 			}
 		}()
-		err := call(func() capi.Enum_SS_bert_status { return f(h) })
+		err := s.thread.call(func() capi.Enum_SS_bert_status { return f(h) })
 		close(done)
 		<-watcher
 		if aborted {
@@ -257,7 +267,7 @@ func (s *Session) Rank() (Rank, error) {
 		defer capi.Delete_intp(rank)
 		defer capi.Delete_intp(world)
 		defer capi.Delete_intp(local)
-		if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_session_rank(h, rank, world, local) }); err != nil {
+		if err := s.thread.call(func() capi.Enum_SS_bert_status { return capi.Bert_session_rank(h, rank, world, local) }); err != nil {
 			return err
 		}
 		out = Rank{Rank: capi.Intp_value(rank), WorldSize: capi.Intp_value(world), LocalRank: capi.Intp_value(local)}
@@ -433,7 +443,7 @@ func (s *Session) Memory() (MemoryInfo, error) {
 	defer capi.DeleteBert_memory_info(info)
 	capi.Bert_memory_info_init_sized(info, int64(C.sizeof_bert_memory_info))
 	err := s.locked(func(h capi.Struct_SS_bert_session) error {
-		return call(func() capi.Enum_SS_bert_status { return capi.Bert_session_memory(h, info) })
+		return s.thread.call(func() capi.Enum_SS_bert_status { return capi.Bert_session_memory(h, info) })
 	})
 	if err != nil {
 		return MemoryInfo{}, err
@@ -449,7 +459,7 @@ func (s *Session) Params() ([]Param, error) {
 	err := s.locked(func(h capi.Struct_SS_bert_session) error {
 		count := capi.New_sizep()
 		defer capi.Delete_sizep(count)
-		if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_param_count(h, count) }); err != nil {
+		if err := s.thread.call(func() capi.Enum_SS_bert_status { return capi.Bert_param_count(h, count) }); err != nil {
 			return err
 		}
 		name, ndim, shape := capi.New_cstrp(), capi.New_intp(), capi.New_int64Array(C.BERT_MAX_PARAM_DIMS)
@@ -457,7 +467,7 @@ func (s *Session) Params() ([]Param, error) {
 		defer capi.Delete_intp(ndim)
 		defer capi.Delete_int64Array(shape)
 		for i := int64(0); i < capi.Sizep_value(count); i++ {
-			if err := call(func() capi.Enum_SS_bert_status { return capi.Bert_param_info(h, i, name, ndim, shape) }); err != nil {
+			if err := s.thread.call(func() capi.Enum_SS_bert_status { return capi.Bert_param_info(h, i, name, ndim, shape) }); err != nil {
 				return err
 			}
 			p := Param{Name: capi.Cstrp_value(name)}

@@ -6,8 +6,10 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -265,6 +267,50 @@ func TestRankWithoutDistributedRun(t *testing.T) {
 	s.Close()
 	if _, err := s.Rank(); !errors.Is(err, &Error{Status: ErrInvalidArgument}) {
 		t.Fatalf("Rank() on a closed session: %v", err)
+	}
+}
+
+// A session is created and called on one OS thread of its own (the engine's OpenMP pool belongs
+// to the thread that calls it): its log lines from creation and from a call made on another
+// locked goroutine come from the same thread, and not from the creating goroutine's.
+func TestCallsRunOnTheSessionThread(t *testing.T) {
+	var mu sync.Mutex
+	threads := map[string]int{}
+	SetLogCallback(func(level LogLevel, message string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(message, "session: ") {
+			threads["create"] = syscall.Gettid()
+		} else if strings.Contains(message, "ckpt_5.h5") {
+			threads["resume"] = syscall.Gettid()
+		}
+	})
+	defer SetLogCallback(nil)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ckpt_5.h5"), []byte("not hdf5"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread() // this goroutine keeps its thread: the call below cannot run on it
+	defer runtime.UnlockOSThread()
+	s, err := NewSession(strings.Replace(tiny, `"data":`, `"checkpoint": {"discard_invalid": true}, "data":`, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resumed := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		_, err := s.Resume(dir)
+		resumed <- err
+	}()
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if threads["create"] == 0 || threads["create"] != threads["resume"] || threads["create"] == syscall.Gettid() {
+		t.Fatalf("threads of the log lines: %v, the creating goroutine's: %d", threads, syscall.Gettid())
 	}
 }
 

@@ -16,9 +16,14 @@ it prints numbers and asserts none; it exits non-zero only when a part could not
   3. Inference: a bert-base sequence classifier (Hugging Face BertForSequenceClassification,
      seeded random weights; speed does not depend on their values) in the engine (bert_infer,
      fp32 and bf16) and in ONNX Runtime (the model exported by torch.onnx and fused by
-     onnxruntime.transformers.optimizer, model_type bert), the same threads, in one process,
-     timed in alternation: batch 1, 8 and 32 at sequence 128 and 384. Batch 1 is timed call by
-     call (--latency-calls, interleaved): p50 and p99 latency. Largest logit difference to ORT.
+     onnxruntime.transformers.optimizer, model_type bert), the same threads, timed in
+     alternation in one process: batch 1, 8 and 32 at sequence 128 and 384. Each engine
+     precision runs in a process of its own beside ORT, one engine session at a time, as a
+     server would run it (two sessions' worker threads would each hold an OpenMP pool, and with
+     more pooled threads than cores libgomp makes the workers sleep between parallel regions);
+     the ORT row shown is the fp32 process's, and each engine row's ratio is to the ORT timed
+     beside it. Batch 1 is timed call by call (--latency-calls, interleaved): p50 and p99
+     latency. Largest logit difference to ORT.
 With --native-build DIR (a build of the same commit with -Dnative=true) the training runs also
 time that build's engine in the same rounds, and print it next to the default build's.
 Every case runs on 1 thread and on all cores (--threads). Engine and peers alternate round by
@@ -76,7 +81,7 @@ def openblas_main(argv):
 
 
 def infer_main(argv):
-    """bench_cpu.py infer ...: the engine (fp32, bf16) and ONNX Runtime timed in alternation."""
+    """bench_cpu.py infer ...: the engine in one precision and ONNX Runtime timed in alternation."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--hf-config", required=True)
@@ -86,7 +91,7 @@ def infer_main(argv):
     ap.add_argument("--seqs", required=True)
     ap.add_argument("--rounds", type=int, required=True)
     ap.add_argument("--latency-calls", type=int, required=True)
-    ap.add_argument("--bf16", type=int, required=True)
+    ap.add_argument("--precision", required=True)
     args = ap.parse_args(argv)
     import numpy as np
     import bertengine
@@ -95,21 +100,17 @@ def infer_main(argv):
         import onnxruntime as ort
     hf = json.load(open(args.hf_config))
     rng = np.random.default_rng(0)
-    precisions = ["fp32"] + (["bf16"] if args.bf16 else [])
     for seq in [int(s) for s in args.seqs.split(",")]:
         for batch in [int(b) for b in args.batches.split(",")]:
             ids = rng.integers(5, hf["vocab_size"], (batch, seq), dtype=np.int32)
             engine_batch = {"input_ids": ids, "segment_ids": np.zeros_like(ids), "input_mask": np.ones_like(ids)}
-            runners, sessions = {}, []
-            for precision in precisions:
-                cfg = {"model": hf, "task": {"type": "sequence_classification", "num_labels": len(hf.get("id2label", [0, 1]))},
-                       "mode": "inference",
-                       "train": {"init_checkpoint": args.checkpoint, "micro_batch": batch, "threads": args.threads,
-                                 "precision": precision},
-                       "data": {"max_seq_length": seq, "max_predictions_per_seq": 0}}
-                session = bertengine.Session(cfg)
-                sessions.append(session)
-                runners[f"bertengine {precision}"] = lambda s=session: s.infer(engine_batch)
+            cfg = {"model": hf, "task": {"type": "sequence_classification", "num_labels": len(hf.get("id2label", [0, 1]))},
+                   "mode": "inference",
+                   "train": {"init_checkpoint": args.checkpoint, "micro_batch": batch, "threads": args.threads,
+                             "precision": args.precision},
+                   "data": {"max_seq_length": seq, "max_predictions_per_seq": 0}}
+            session = bertengine.Session(cfg)
+            runners = {f"bertengine {args.precision}": lambda: session.infer(engine_batch)}
             if ort is not None:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = args.threads
@@ -139,8 +140,7 @@ def infer_main(argv):
                     row.update(calls=len(samples), p50_ms=1e3 * ordered[len(ordered) // 2],
                                p99_ms=1e3 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))])
                 print(json.dumps(row), flush=True)
-            for session in sessions:
-                session.close()
+            session.close()
 
 
 def _seconds(f):
@@ -285,26 +285,34 @@ def inference_section(args, bf16):
           f"{'logits vs ORT':>13}")
     rows = []
     for threads in args.threads:
-        try:
-            lines = run_lines([child_python, os.path.abspath(__file__), "infer", "--checkpoint", h5, "--hf-config",
-                               hf_config, "--onnx", onnx, "--threads", str(threads), "--batches",
-                               ",".join(map(str, args.batches)), "--seqs", ",".join(map(str, args.seqs)),
-                               "--rounds", str(args.rounds), "--latency-calls", str(args.latency_calls),
-                               "--bf16", str(int(bf16))], env)
-        except RuntimeError as e:
-            FAILURES.append(f"inference, {threads} thread(s): {e}")
-            print(f"  {threads} thread(s): FAILED, {str(e).splitlines()[0]}")
-            continue
-        for row in lines:
-            peer = next((r for r in lines if r["engine"].startswith("ONNX") and r["batch"] == row["batch"]
-                         and r["seq"] == row["seq"]), None)
-            row.update(section="inference", model=model,
-                       vs_ort=row["sequences_per_second"] / peer["sequences_per_second"] if peer else None)
-            rows.append(row)
-            latency = f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f}" if "p50_ms" in row else f"{'':8} {'':8}"
-            vs = f"{row['vs_ort']:6.2f}x" if row["vs_ort"] else ""
-            print(f"  {threads:>3} {row['batch']:>5} {row['seq']:>4} {row['engine']:<26} "
-                  f"{row['sequences_per_second']:8.2f} {vs:>7} {latency} {row['max_abs_logit_difference_to_ort']:13.2e}")
+        lines = {}  # precision -> the rows of its process: the engine's and the ORT beside it
+        for precision in ["fp32"] + (["bf16"] if bf16 else []):
+            try:
+                lines[precision] = run_lines(
+                    [child_python, os.path.abspath(__file__), "infer", "--checkpoint", h5, "--hf-config", hf_config,
+                     "--onnx", onnx, "--threads", str(threads), "--batches", ",".join(map(str, args.batches)),
+                     "--seqs", ",".join(map(str, args.seqs)), "--rounds", str(args.rounds),
+                     "--latency-calls", str(args.latency_calls), "--precision", precision], env)
+            except RuntimeError as e:
+                FAILURES.append(f"inference {precision}, {threads} thread(s): {e}")
+                print(f"  {threads} thread(s), {precision}: FAILED, {str(e).splitlines()[0]}")
+        shown = next(iter(lines.values()), [])  # the first process: its ORT rows are the ones shown
+        for shape in dict.fromkeys((r["batch"], r["seq"]) for r in shown):
+            shape_rows = []
+            for process in lines.values():
+                peer = next((r for r in process if r["engine"].startswith("ONNX") and (r["batch"], r["seq"]) == shape),
+                            None)
+                for row in process:
+                    if (row["batch"], row["seq"]) == shape and (row is not peer or process is shown):
+                        row.update(section="inference", model=model,
+                                   vs_ort=row["sequences_per_second"] / peer["sequences_per_second"] if peer else None)
+                        shape_rows.append(row)
+            for row in sorted(shape_rows, key=lambda r: r["engine"].startswith("ONNX")):  # ORT last
+                rows.append(row)
+                latency = f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f}" if "p50_ms" in row else f"{'':8} {'':8}"
+                vs = f"{row['vs_ort']:6.2f}x" if row["vs_ort"] else ""
+                print(f"  {threads:>3} {row['batch']:>5} {row['seq']:>4} {row['engine']:<26} "
+                      f"{row['sequences_per_second']:8.2f} {vs:>7} {latency} {row['max_abs_logit_difference_to_ort']:13.2e}")
     return rows
 
 

@@ -1,8 +1,9 @@
 // bertengine._native: the pybind11 layer over capi/bert.h. It only translates: NumPy buffers to
 // bert_batch pointers, statuses to Python exceptions (built by bertengine.errors), the log
 // callback to a Python callable. Text from the engine is decoded as UTF-8 with replacement
-// characters, so a malformed byte never turns an engine error into a UnicodeDecodeError. Long calls run on a per-session worker thread with the GIL
-// released while the caller waits in slices, so Ctrl-C aborts them through bert_session_abort.
+// characters, so a malformed byte never turns an engine error into a UnicodeDecodeError. A session
+// is created, and its long calls run, on a worker thread of its own with the GIL released while the
+// caller waits in slices, so Ctrl-C aborts them through bert_session_abort.
 #include <bert.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -62,8 +63,12 @@ void log_trampoline(bert_log_level level, const char* message, void*) {
   }
 }
 
-// One thread that runs a session's calls; a session is used by one thread at a time, so tasks
-// never overlap. Reusing the thread keeps the engine's thread pool warm across steps.
+// One thread that creates a session and runs its calls; a session is used by one thread at a
+// time, so tasks never overlap. The engine's OpenMP thread pool belongs to the thread that calls
+// it: with every call on this one thread its workers stay warm (spinning briefly between parallel
+// regions). Creating the session on the caller's thread gave that thread a second pool, and with
+// more pooled threads than cores libgomp makes every worker sleep between regions (each small
+// call then pays the wake-ups).
 class Worker {
  public:
   ~Worker() {
@@ -76,8 +81,9 @@ class Worker {
   }
 
   // Runs fn on the worker; returns when it finished. With the GIL released, waits in 50 ms
-  // slices and checks for signals; on a pending signal calls on_interrupt once, waits for fn to
-  // finish and rethrows the signal's exception (KeyboardInterrupt).
+  // slices and, when on_interrupt is given, checks for signals: on a pending signal calls
+  // on_interrupt once, waits for fn to finish and rethrows the signal's exception
+  // (KeyboardInterrupt). Without it a signal is handled once fn has returned.
   void run(const std::function<void()>& fn, const std::function<void()>& on_interrupt) {
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     {
@@ -95,7 +101,7 @@ class Worker {
         finished = cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return done_; });
       }
       if (finished) break;
-      if (!interrupted && PyErr_CheckSignals() != 0) {
+      if (!interrupted && on_interrupt && PyErr_CheckSignals() != 0) {
         interrupted = true;
         on_interrupt();
       }
@@ -185,11 +191,11 @@ class NativeSession {
     }
     CallError err{BERT_OK, {}};
     bert_session* s = nullptr;
-    {
-      py::gil_scoped_release release;
+    worker_ = std::make_unique<Worker>();
+    worker_->run([&] {
       err.status = bert_session_create(config.c_str(), &dist, &s);
       if (err.status != BERT_OK) err.message = bert_last_error();
-    }
+    }, nullptr);
     if (err.status != BERT_OK) raise(err);
     session_ = s;
   }
@@ -365,7 +371,6 @@ class NativeSession {
   void call(F&& fn) {
     Busy busy(this);
     bert_session* s = live();
-    if (!worker_) worker_ = std::make_unique<Worker>();
     CallError err{BERT_OK, {}};
     try {
       worker_->run(

@@ -232,6 +232,23 @@ def test_engine_warnings_reach_logging(tiny, tmp_path, caplog):
     assert (tmp_path / "ckpt_5.h5.invalid").exists()
 
 
+def test_creation_and_calls_run_on_the_session_thread(tiny, tmp_path, caplog):
+    """The engine's thread pool belongs to the OS thread that calls it, so a session is created
+    and called on one thread of its own (not the caller's): its log lines, from creation and from
+    a later call, come from that one thread."""
+    (tmp_path / "ckpt_5.h5").write_bytes(b"not a checkpoint")
+    config = {**tiny, "checkpoint": {"discard_invalid": True}}
+    with caplog.at_level(logging.INFO, logger="bertengine"):
+        with bertengine.Session(config) as s:
+            s.step()
+            assert s.resume(tmp_path) == -1
+    created = [r for r in caplog.records if r.name == "bertengine" and r.getMessage().startswith("session: ")]
+    resumed = [r for r in caplog.records if r.name == "bertengine" and "ckpt_5.h5" in r.getMessage()]
+    assert created and resumed
+    assert {r.thread for r in created + resumed} == {created[0].thread}
+    assert created[0].thread != threading.get_ident()
+
+
 def test_abort_then_continue(tiny):
     with bertengine.Session(tiny) as s:
         s.abort()
