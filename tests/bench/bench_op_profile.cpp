@@ -1,10 +1,12 @@
 // Op profile of one training step: runs bert-bench's synthetic step (same config keys) with the
 // backend observed by an OpProfiler and prints, per operation and per op family, the calls and
 // milliseconds per step and their share of the summed op time, then one JSON line with the same.
+// With --infer 1 a "step" is one inference call of a sequence classifier (mode "inference", as
+// bench_cpu.py's inference rows) on a batch of random token ids.
 // Each op is timed between two synchronisations (a profile, not a throughput figure: bert-bench
 // measures that). A benchmark: it prints what it measured, it asserts nothing.
 //   bench_op_profile [--model PRESET] [--batch B] [--seq S] [--steps N] [--warmup W] [--device cpu|cuda]
-//                    [--precision P] [--fused-attention 0|1] [--threads T]
+//                    [--precision P] [--fused-attention 0|1] [--threads T] [--infer 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -62,7 +64,7 @@ void print_table(const char* title, const std::vector<Row>& rows, double total_m
 int main(int argc, char** argv) {
   std::string model = "bert-base", device = "cpu", precision;
   int batch = 8, seq = 128, steps = 3, warmup = 1, threads = 0;
-  bool fused_attention = false;
+  bool fused_attention = false, infer = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model = v;
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     else if (a == "--device") device = v;
     else if (a == "--precision") precision = v;
     else if (a == "--fused-attention") fused_attention = v == "1" || v == "true";
+    else if (a == "--infer") infer = v == "1" || v == "true";
     else {
       std::fprintf(stderr, "bench_op_profile: unknown option '%s' (see the comment at the top of bench_op_profile.cpp)\n",
                    a.c_str());
@@ -86,7 +89,7 @@ int main(int argc, char** argv) {
   }
   if (precision.empty()) precision = device == "cpu" ? "fp32" : "bf16";
   const int predictions = seq >= 512 ? 80 : seq * 20 / 128;
-  const nlohmann::json config = {
+  nlohmann::json config = {
       {"model", model},
       {"device", device},
       {"train",
@@ -95,15 +98,34 @@ int main(int argc, char** argv) {
         {"threads", threads},
         {"precision", precision},
         {"fused_attention", fused_attention}}},
-      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", predictions}, {"unpad", false}}}};
+      {"data", {{"max_seq_length", seq}, {"max_predictions_per_seq", infer ? 0 : predictions}, {"unpad", false}}}};
+  if (infer) {
+    config["mode"] = "inference";
+    config["task"] = {{"type", "sequence_classification"}, {"num_labels", 2}};
+  }
+  // The inference batch: random token ids, every position real.
+  const size_t tokens = static_cast<size_t>(batch) * seq;
+  std::vector<int32_t> ids(tokens), segments(tokens, 0), mask(tokens, 1);
+  for (size_t i = 0; i < tokens; ++i) ids[i] = static_cast<int32_t>(5 + (i * 7919) % 30000);
+  bert::BatchView view;
+  view.batch_size = batch;
+  view.seq_length = seq;
+  view.input_ids = ids.data();
+  view.segment_ids = segments.data();
+  view.input_mask = mask.data();
+  std::vector<float> logits(static_cast<size_t>(batch) * 2);
   try {
     bert::OpProfiler profile;  // declared first: outlives the session it observes
     bert::Session session(bert::parse_session_config(config.dump()), bert::make_local_communicator());
+    auto run_step = [&] {
+      if (infer) session.infer(view, bert::ModelOutput::logits, logits.data(), logits.size());
+      else session.step(nullptr);
+    };
     session.ops().add_observer(&profile);
-    for (int i = 0; i < warmup; ++i) session.step(nullptr);
+    for (int i = 0; i < warmup; ++i) run_step();
     profile.reset();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) session.step(nullptr);
+    for (int i = 0; i < steps; ++i) run_step();
     session.ops().remove_observer(&profile);
     session.ops().synchronize();
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
@@ -119,14 +141,15 @@ int main(int argc, char** argv) {
       f.ms += ms;
       total_ms += ms;
     }
-    std::printf("%s on %s (%s%s), micro-batch %d, sequence %d: %.3f ms per step profiled, %.3f ms in ops\n",
-                model.c_str(), device.c_str(), precision.c_str(), fused_attention ? ", fused attention" : "", batch, seq,
-                wall_ms, total_ms);
+    std::printf("%s %s on %s (%s%s), micro-batch %d, sequence %d: %.3f ms per %s profiled, %.3f ms in ops\n",
+                model.c_str(), infer ? "inference" : "training", device.c_str(), precision.c_str(),
+                fused_attention ? ", fused attention" : "", batch, seq, wall_ms, infer ? "call" : "step", total_ms);
     const std::vector<Row> family_rows = sorted_rows(families), op_rows = sorted_rows(ops);
     print_table("op family", family_rows, total_ms);
     print_table("operation", op_rows, total_ms);
 
-    nlohmann::json out = {{"model", model}, {"device", device}, {"precision", precision},
+    nlohmann::json out = {{"model", model}, {"mode", infer ? "inference" : "training"}, {"device", device},
+                          {"precision", precision},
                           {"fused_attention", fused_attention}, {"batch", batch}, {"seq", seq},
                           {"profiled_step_ms", wall_ms}, {"op_ms", total_ms}};
     for (const Row& r : family_rows) out["families"].push_back({{"family", r.name}, {"calls", r.calls}, {"ms", r.ms}});
