@@ -27,6 +27,12 @@ std::vector<std::string> list_shards(const std::string& path) {
     globfree(&g);
     if (rc != 0 && rc != GLOB_NOMATCH) fail(Code::io, "cannot expand the shard pattern '", path, "'");
   } else if (fs::is_directory(path, ec)) {
+    const fs::path root(path);
+    if (fs::is_regular_file(root / "bert_prep_shards.json", ec) && fs::is_directory(root / "train", ec)) {
+      fail(Code::data, "data path '", path, "' is the output folder of bert-prep shards: its training shards are in '",
+           (root / "train").string(), "'", fs::is_directory(root / "eval", ec) ? " and its evaluation shards in '" +
+           (root / "eval").string() + "'" : std::string());
+    }
     for (const auto& entry : fs::directory_iterator(path, ec)) {
       const std::string name = entry.path().filename().string();
       if (!name.empty() && name[0] != '.' && entry.is_regular_file(ec)) files.push_back(entry.path().string());

@@ -18,7 +18,8 @@ namespace bert {
 
 // The shards of a dataset: `path` is a directory (its regular, non-hidden files), a glob
 // pattern (with * ? or [), or a single file. Sorted by name. Error(io) if the path does not
-// exist, Error(data) if it names no files.
+// exist, Error(data) if it names no files or is bert-prep's output folder (naming its train/ and
+// eval/ folders, which hold the shards).
 std::vector<std::string> list_shards(const std::string& path);
 
 // Indices into the sorted file list, in this epoch's order (identity when !shuffle).

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -421,6 +423,26 @@ TEST(ShardSource, MissingOrEmptyDatasetFails) {
   o.rank = 3;
   o.world = 2;
   EXPECT_THROW(make_shard_source(o), Error);
+}
+
+// bert-prep's output folder (bert_prep_shards.json beside train/ and eval/) is refused with the
+// folders that hold the shards named, not with "cannot open bert_prep_shards.json as HDF5".
+TEST(ShardSource, BertPrepOutputFolderNamesItsShardFolders) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("train"));
+  std::filesystem::create_directory(dir.file("eval"));
+  std::ofstream(dir.file("bert_prep_shards.json")) << "{}";
+  auto o = options(dir);
+  try {
+    make_shard_source(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::data);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("output folder of bert-prep shards"), std::string::npos) << what;
+    EXPECT_NE(what.find("'" + dir.file("train") + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find("'" + dir.file("eval") + "'"), std::string::npos) << what;
+  }
 }
 
 TEST(ShardSource, GlobSelectsFiles) {
