@@ -17,6 +17,7 @@
 #include "data/sample_order.h"
 #include "data/shard_plan.h"
 #include "data/shard_source.h"
+#include "../expect_error.h"
 #include "shard_fixtures.h"
 
 namespace bert {
@@ -432,17 +433,9 @@ TEST(ShardSource, BertPrepOutputFolderNamesItsShardFolders) {
   std::filesystem::create_directory(dir.file("train"));
   std::filesystem::create_directory(dir.file("eval"));
   std::ofstream(dir.file("bert_prep_shards.json")) << "{}";
-  auto o = options(dir);
-  try {
-    make_shard_source(o);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::data);
-    const std::string what = e.what();
-    EXPECT_NE(what.find("output folder of bert-prep shards"), std::string::npos) << what;
-    EXPECT_NE(what.find("'" + dir.file("train") + "'"), std::string::npos) << what;
-    EXPECT_NE(what.find("'" + dir.file("eval") + "'"), std::string::npos) << what;
-  }
+  testing::expect_error([&] { make_shard_source(options(dir)); }, Code::data,
+                        {"output folder of bert-prep shards", "'" + dir.file("train") + "'",
+                         "'" + dir.file("eval") + "'"});
 }
 
 TEST(ShardSource, GlobSelectsFiles) {

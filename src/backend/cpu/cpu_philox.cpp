@@ -13,6 +13,8 @@
 namespace bert {
 namespace {
 
+// Elements per vectorised draw; blocks start at multiples of it (64 Philox groups each).
+constexpr int64_t kDropoutBlock = 256;
 constexpr int kGroups = kDropoutBlock / 4;
 
 // u[4g + k] = philox_uniform(philox_block(seed, step, tensor_id, first_group + g).v[k]).

@@ -10,12 +10,10 @@
 
 namespace bert {
 
-// Elements per vectorised draw; blocks start at multiples of it (64 Philox groups each).
-constexpr int64_t kDropoutBlock = 256;
-
 // out[j] = (kept ? in[j] * keep_scale : 0), plus residual[j] when residual is given, for the
 // elements first + j (j < n) of site's stream, kept where philox_uniform_at(site, first + j) >= p.
-// With p = 0 nothing is drawn. out may alias in. The mask's draw and the select run in one vectorised clone (cpu_philox.cpp).
+// With p = 0 nothing is drawn. out may alias in. The mask's draw and the select run in one
+// vectorised clone (cpu_philox.cpp).
 void dropout_apply(float* out, const float* in, const float* residual, const DropoutSite& site, int64_t first,
                    int64_t n);
 
