@@ -94,14 +94,21 @@ TEST(CpuMemory, UploadDownloadCopyFillZero) {
   ops->release(b);
 }
 
-TEST(CpuMemory, LargeFillZeroClearsEverything) {
+TEST(CpuMemory, LargeFillZeroClearsExactlyItsBytes) {
   auto ops = make_cpu_ops(2);
-  const size_t n = (size_t{1} << 23) + 5;  // 32 MiB + 20 bytes of floats: the parallel path
-  std::vector<float> x(n, 3.0f);
-  ops->fill_zero(x.data(), n * sizeof(float));
-  size_t nonzero = 0;
-  for (float v : x) nonzero += v != 0.0f;
+  // 32 MiB + 23 bytes from an odd address: the parallel, streaming path with an unaligned head
+  // and tail in its first and last chunk.
+  const size_t bytes = (size_t{1} << 25) + 23, before = 3, after = 70;
+  std::vector<unsigned char> x(before + bytes + after, 0xAB);
+  ops->fill_zero(x.data() + before, bytes);
+  ops->synchronize();
+  size_t nonzero = 0, changed_outside = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i >= before && i < before + bytes) nonzero += x[i] != 0;
+    else changed_outside += x[i] != 0xAB;
+  }
   EXPECT_EQ(nonzero, 0u);
+  EXPECT_EQ(changed_outside, 0u);
 }
 
 struct EmbeddingCase {

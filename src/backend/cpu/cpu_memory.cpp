@@ -1,6 +1,10 @@
 // CPU backend memory: 64-byte aligned, zero-filled host allocations with live/peak byte
-// accounting, and the copy/fill primitives (plain memcpy/memset: backend memory is host memory).
+// accounting, and the copy/fill primitives (memcpy/memset: backend memory is host memory; large
+// fills with streaming stores).
+#include <emmintrin.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -13,6 +17,25 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 constexpr size_t kParallelFillBytes = size_t{1} << 24;
+
+// Zeroes [p, p + bytes) with non-temporal (SSE2, baseline x86-64) stores: a fill this large is
+// not read again soon, and plain stores first read every line they write. The gradients' fill
+// of a bert-base step (440 MB, 2 threads of a Xeon VM) takes 12-13 ms instead of memset's 26-29.
+void zero_streaming(unsigned char* p, size_t bytes) {
+  const size_t head = std::min(bytes, (kAlignment - reinterpret_cast<uintptr_t>(p) % kAlignment) % kAlignment);
+  std::memset(p, 0, head);
+  const size_t body = (bytes - head) / kAlignment * kAlignment;
+  const __m128i zero = _mm_setzero_si128();
+  for (size_t i = head; i < head + body; i += kAlignment) {
+    auto* line = reinterpret_cast<__m128i*>(p + i);
+    _mm_stream_si128(line, zero);
+    _mm_stream_si128(line + 1, zero);
+    _mm_stream_si128(line + 2, zero);
+    _mm_stream_si128(line + 3, zero);
+  }
+  std::memset(p + head + body, 0, bytes - head - body);
+  _mm_sfence();  // the streamed stores are ordered before whatever this thread does next
+}
 
 }  // namespace
 
@@ -77,7 +100,7 @@ void CpuOps::fill_zero_impl(void* dst, size_t bytes) {
 #pragma omp parallel for num_threads(threads_)
   for (int64_t c = 0; c < chunks; ++c) {
     const size_t begin = static_cast<size_t>(c) * kParallelFillBytes;
-    std::memset(p + begin, 0, std::min(kParallelFillBytes, bytes - begin));
+    zero_streaming(p + begin, std::min(kParallelFillBytes, bytes - begin));
   }
 }
 
