@@ -2,10 +2,13 @@
 // training step (forward Y = X·Wᵀ, backward dX = dY·W and dW += dYᵀ·X, the MLM decoder) in every
 // candidate found on this machine, on 1 thread and on all cores, in the same run: Eigen as this
 // program was compiled (the engine's old path) and, loaded with dlopen so that each keeps its own
-// symbols, OpenBLAS (Debian's DYNAMIC_ARCH build, OpenMP), BLIS (OpenMP) and oneDNN. A benchmark:
-// prints GFLOP/s per shape and library, asserts nothing.
+// symbols, OpenBLAS (Debian's DYNAMIC_ARCH build, OpenMP), BLIS (OpenMP) and oneDNN. Each shape
+// repeats one operand set (cache-hot); with --layers L a second column per library times calls
+// that take L distinct operand sets in turn, as a step's calls take each layer's weights and
+// activations (with sets larger than the caches every call reads its operands from memory), the
+// two timed in alternation. A benchmark: prints GFLOP/s per shape and library, asserts nothing.
 //
-// usage: bench_gemm_libs [--model base|small] [--tokens M] [--threads T] [--min-seconds S]
+// usage: bench_gemm_libs [--model base|small] [--tokens M] [--threads T] [--min-seconds S] [--layers L]
 #include <dlfcn.h>
 #include <omp.h>
 
@@ -124,24 +127,56 @@ std::vector<Shape> step_shapes(int M, int H, int I, int P, int V) {
 
 const char* kind(const Shape& s) { return s.trans_a ? "dW" : (s.trans_b ? "fwd" : "dX"); }
 
-// GFLOP/s of `lib` on `s`: repeated until min_seconds have passed (after one warm-up call).
-double time_gemm(const Library& lib, const Shape& s, double min_seconds) {
+// `sets` random operand sets (A, B, C) of shape s.
+struct OperandSets {
+  std::vector<std::vector<float>> A, B, C;
+};
+
+OperandSets make_operands(const Shape& s, int sets) {
   const size_t a = size_t(s.M) * s.K, b = size_t(s.K) * s.N, c = size_t(s.M) * s.N;
-  std::vector<float> A(a), B(b), C(c);
+  OperandSets o{std::vector<std::vector<float>>(sets, std::vector<float>(a)),
+                std::vector<std::vector<float>>(sets, std::vector<float>(b)),
+                std::vector<std::vector<float>>(sets, std::vector<float>(c))};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto& x : A) x = u(rng);
-  for (auto& x : B) x = u(rng);
-  lib.gemm(s, A.data(), B.data(), C.data());
+  for (int l = 0; l < sets; ++l) {
+    for (auto& x : o.A[l]) x = u(rng);
+    for (auto& x : o.B[l]) x = u(rng);
+  }
+  return o;
+}
+
+struct Timing {
+  double seconds = 0, flops = 0;
+  double gflops() const { return flops / seconds * 1e-9; }
+};
+
+// Adds to t at least `seconds` of calls of `lib` on s, call i on operand set i mod `use`.
+void time_calls(const Library& lib, const Shape& s, OperandSets& o, int use, double seconds, Timing& t) {
   int reps = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  double seconds = 0;
+  double elapsed = 0;
   do {
-    lib.gemm(s, A.data(), B.data(), C.data());
+    const int l = reps % use;
+    lib.gemm(s, o.A[l].data(), o.B[l].data(), o.C[l].data());
     ++reps;
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  } while (seconds < min_seconds);
-  return 2.0 * s.M * s.N * s.K * reps / seconds * 1e-9;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed < seconds || reps < use);
+  t.seconds += elapsed;
+  t.flops += 2.0 * s.M * s.N * s.K * reps;
+}
+
+// GFLOP/s of `lib` on s on one operand set (hot) and, when layers > 1, on `layers` sets in turn
+// (cold): after one warm-up call per set, two rounds of min_seconds / 2 each, alternating.
+std::pair<double, double> time_gemm(const Library& lib, const Shape& s, double min_seconds, int layers) {
+  OperandSets o = make_operands(s, layers);
+  for (int l = 0; l < layers; ++l) lib.gemm(s, o.A[l].data(), o.B[l].data(), o.C[l].data());
+  Timing hot, cold;
+  for (int round = 0; round < 2; ++round) {
+    time_calls(lib, s, o, 1, min_seconds / 2, hot);
+    if (layers > 1) time_calls(lib, s, o, layers, min_seconds / 2, cold);
+  }
+  return {hot.gflops(), layers > 1 ? cold.gflops() : 0.0};
 }
 
 }  // namespace
@@ -150,15 +185,22 @@ int main(int argc, char** argv) {
   std::string model = "base";
   int tokens = 1024, max_threads = omp_get_num_procs();
   double min_seconds = 0.3;
+  int layers = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
     else if (!std::strcmp(argv[i], "--tokens")) tokens = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) max_threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--min-seconds")) min_seconds = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: bench_gemm_libs [--model base|small] [--tokens M] [--threads T] [--min-seconds S]\n");
+      std::fprintf(stderr, "usage: bench_gemm_libs [--model base|small] [--tokens M] [--threads T] [--min-seconds S] "
+                           "[--layers L]\n");
       return 2;
     }
+  }
+  if (layers < 1) {
+    std::fprintf(stderr, "bench_gemm_libs: --layers must be at least 1\n");
+    return 2;
   }
   const int H = model == "small" ? 512 : 768, I = 4 * H, P = tokens * 20 / 128, V = 30522;
 
@@ -173,28 +215,38 @@ int main(int argc, char** argv) {
   if (max_threads > 1) thread_counts.push_back(max_threads);
   const auto shapes = step_shapes(tokens, H, I, P, V);
   const Shape square = {"square-2048", false, false, 2048, 2048, 2048, 0.0f};
-  std::printf("bert-%s, %d tokens; GFLOP/s (higher is better)\n", model.c_str(), tokens);
+  std::printf("bert-%s, %d tokens; GFLOP/s (higher is better)", model.c_str(), tokens);
+  if (layers > 1) std::printf("; LIB/%d: %d operand sets in turn (from memory, as in a step)", layers, layers);
+  std::printf("\n");
+  const int columns = layers > 1 ? 2 : 1;  // per library: hot and, with --layers, from memory
   for (int t : thread_counts) {
     std::printf("\n%d thread(s)\n%-12s %-4s %6s %6s %6s", t, "layer", "kind", "M", "N", "K");
-    for (const auto& lib : libs) std::printf(" %9s", lib.name.c_str());
+    for (const auto& lib : libs) {
+      std::printf(" %9s", lib.name.c_str());
+      if (columns == 2) std::printf(" %9s", (lib.name + "/" + std::to_string(layers)).c_str());
+    }
     std::printf("\n");
     for (const auto& lib : libs) lib.set_threads(t);
-    std::vector<double> flops(libs.size(), 0.0), seconds(libs.size(), 0.0);
-    for (const Shape& s : shapes) {
-      std::printf("%-12s %-4s %6d %6d %6d", s.what, kind(s), s.M, s.N, s.K);
+    std::vector<double> flops(libs.size() * columns, 0.0), seconds(libs.size() * columns, 0.0);
+    const auto print_row = [&](const Shape& s, bool add_to_total) {
+      std::printf("%-12s %-4s %6d %6d %6d", s.what, add_to_total ? kind(s) : "", s.M, s.N, s.K);
       for (size_t l = 0; l < libs.size(); ++l) {
-        const double g = time_gemm(libs[l], s, min_seconds);
-        flops[l] += 2.0 * s.M * s.N * s.K;
-        seconds[l] += 2.0 * s.M * s.N * s.K / (g * 1e9);
-        std::printf(" %9.1f", g);
+        const auto [hot, cold] = time_gemm(libs[l], s, min_seconds, layers);
+        const double rates[2] = {hot, cold};
+        for (int c = 0; c < columns; ++c) {
+          std::printf(" %9.1f", rates[c]);
+          if (!add_to_total) continue;
+          flops[l * columns + c] += 2.0 * s.M * s.N * s.K;
+          seconds[l * columns + c] += 2.0 * s.M * s.N * s.K / (rates[c] * 1e9);
+        }
       }
       std::printf("\n");
-    }
+    };
+    for (const Shape& s : shapes) print_row(s, true);
     std::printf("%-12s %-4s %6s %6s %6s", "step total", "", "", "", "");
-    for (size_t l = 0; l < libs.size(); ++l) std::printf(" %9.1f", flops[l] / seconds[l] * 1e-9);
-    std::printf("\n%-12s %-4s %6d %6d %6d", square.what, "", square.M, square.N, square.K);
-    for (const auto& lib : libs) std::printf(" %9.1f", time_gemm(lib, square, min_seconds));
+    for (size_t i = 0; i < flops.size(); ++i) std::printf(" %9.1f", flops[i] / seconds[i] * 1e-9);
     std::printf("\n");
+    print_row(square, false);
   }
   return 0;
 }
