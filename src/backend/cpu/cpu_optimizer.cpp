@@ -65,7 +65,8 @@ void adam_chunk(const AdamElement adam, int64_t begin, int64_t end) {
 
 // AdamElement over [begin, end) with LAMB's Σ param² and Σ update² of the chunk in the same loop,
 // each summed as sumsq_chunk sums (lane_sum's lanes and tree), so bit for bit the same: one pass
-// over the chunk instead of three (16% less time for the whole direction on a bert-base step).
+// over the chunk instead of three (the direction of a bert-base step: 114 -> 102-104 ms on 2
+// threads of a Xeon VM).
 BERT_CPU_CLONES_EXACT
 void adam_chunk_with_sums(const AdamElement adam, int64_t begin, int64_t end, double* param_sumsq,
                           double* update_sumsq) {
