@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/cpu_isa.h"
@@ -39,6 +40,29 @@ class ScopedTeamSize {
 // Inside a parallel region oneDNN runs on the calling thread; its team size is not ours to set.
 int team_size(int threads) { return omp_in_parallel() ? omp_get_max_threads() : threads; }
 
+// The forward product Y = X·Wᵀ on T > 1 threads runs as T single-threaded calls, each on a slice
+// of C's columns of at least kMinSliceColumns (a multiple of 16 floats, one cache line of C's
+// rows). oneDNN's own split of these shapes splits the reduction for some (then the bits depend
+// on the thread count) and runs slowly there: bert-large's forward GEMMs on 512 tokens, 2 threads
+// of an Intel Xeon w/ AMX, 221-234 GFLOP/s in oneDNN, 280-292 in column slices. A single-threaded
+// call gives each column the same bits whatever its slice when the slice is at least 128 wide
+// (narrower ones may take other kernels): the forward's bits do not depend on the thread count.
+constexpr int64_t kMinSliceColumns = 128;
+constexpr int64_t kSliceQuantum = 16;
+
+// Each of T column slices of N: ceil(N / T) rounded up to kSliceQuantum.
+int64_t slice_width(int64_t N, int64_t T) { return ((N + T - 1) / T + kSliceQuantum - 1) / kSliceQuantum * kSliceQuantum; }
+
+// The number of column slices of an N-column product for `team` threads: at most `team`, each,
+// the last included, at least kMinSliceColumns wide (1: no split).
+int column_slices(int64_t N, int team) {
+  for (int64_t T = std::min<int64_t>(team, N / kMinSliceColumns); T > 1; --T) {
+    const int64_t slice = slice_width(N, T);
+    if (N - (T - 1) * slice >= kMinSliceColumns) return static_cast<int>(T);
+  }
+  return 1;
+}
+
 void check(dnnl_status_t status, const char* what, int64_t M, int64_t N, int64_t K) {
   BERT_CHECK(status == dnnl_success, Code::internal, what, ": oneDNN failed (status ", static_cast<int>(status),
              ") for M=", M, " N=", N, " K=", K);
@@ -49,6 +73,18 @@ void check(dnnl_status_t status, const char* what, int64_t M, int64_t N, int64_t
 void cpu_gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<float> A, GemmOperand<float> B,
               float beta, float* C, int64_t ldc, int threads) {
   if (M == 0 || N == 0) return;
+  const int slices = !omp_in_parallel() && !A.transposed && B.transposed ? column_slices(N, threads) : 1;
+  if (slices > 1) {
+    const int64_t width = slice_width(N, slices);
+    int failed = 0;  // the largest status (dnnl_success is 0)
+#pragma omp parallel num_threads(slices) reduction(max : failed)
+    for (int s = omp_get_thread_num(); s < slices; s += omp_get_num_threads()) {  // fewer threads: more slices each
+      const int64_t n0 = s * width, n = std::min(width, N - n0);
+      failed = std::max<int>(failed, dnnl_sgemm('N', 'T', M, n, K, alpha, A.data, A.ld, B.data + n0 * B.ld, B.ld,
+                                                beta, C + n0, ldc));
+    }
+    return check(static_cast<dnnl_status_t>(failed), "cpu_gemm", M, N, K);
+  }
   ScopedTeamSize team(team_size(threads));
   check(dnnl_sgemm(A.transposed ? 'T' : 'N', B.transposed ? 'T' : 'N', M, N, K, alpha, A.data, A.ld, B.data, B.ld,
                    beta, C, ldc),
