@@ -349,7 +349,11 @@ DropoutSite BertModel::head_dropout(const DropoutStream& d) const {
 ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
                                 const std::atomic<bool>* abort, const OutputRequest* output) {
   embeddings_forward(in, drop);
-  const ConstAct h = encoder_forward(in, drop, abort);
+  // Without labels or gradients the pooler's output and the logits on it need only the last
+  // layer's [CLS] rows.
+  const bool cls_only = output && !backward && !in.has_labels && task_.has_pooler() &&
+                        output->what != ModelOutput::hidden;
+  const ConstAct h = encoder_forward(in, drop, abort, cls_only);
   if (output && output->what == ModelOutput::hidden) copy_out_tokens(output->host, h, in, config_.hidden_size);
   const float loss_scale = backward ? backward->loss_scale : 1.0f;
   const ForwardStats stats = head(in, h, drop, backward != nullptr, loss_scale, output);
@@ -387,7 +391,8 @@ void BertModel::embeddings_forward(const ModelInputs& in, const DropoutStream& d
   ops_.dropout_residual_fwd({hidden0_, emb_ln_, nullptr, T * H, embedding_dropout(drop)});
 }
 
-ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort) {
+ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort,
+                                    bool cls_only) {
   const BertConfig& c = config_;
   const float* W = params_;
   const int64_t T = in.tokens();
@@ -401,6 +406,7 @@ ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& 
     ops_.linear_fwd({a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none});
     ops_.attention_fwd({a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
                         layer_dropout(drop, l, LayerDropout::attention_probs)});
+    if (cls_only && l == c.num_hidden_layers - 1) return cls_layer_tail(in, drop, l, h);
     ops_.linear_fwd({scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none});
     ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h, W + L.attn_ln_g, W + L.attn_ln_b, T,
                                  H, eps, layer_dropout(drop, l, LayerDropout::attention_output)});
@@ -412,6 +418,33 @@ ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& 
   }
   check_abort(abort);
   return h;
+}
+
+// The last layer after its attention on the B [CLS] rows alone, into cls_h_: the attention
+// output and the layer input h gathered (into the first B rows of the layer's h1 and out), then
+// the dense layers, residuals and LayerNorms as encoder_forward runs them on every row.
+ConstAct BertModel::cls_layer_tail(const ModelInputs& in, const DropoutStream& drop, int l, ConstAct h) {
+  const BertConfig& c = config_;
+  const float* W = params_;
+  const int64_t B = in.batch_size();
+  const int H = c.hidden_size, I = c.intermediate_size;
+  const float eps = c.layer_norm_eps;
+  const LayerParams& L = table_.layers[l];
+  LayerActs& a = acts_[l];
+  ops_.gather_rows({a.h1, a.ctx, cls_rows_, B, H});
+  ops_.gather_rows({a.out, h, cls_rows_, B, H});
+  ops_.linear_fwd({scratch_th_, nullptr, a.h1, W + L.attn_out_w, W + L.attn_out_b, B, H, H, Activation::none});
+  ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, a.out, W + L.attn_ln_g, W + L.attn_ln_b, B,
+                               H, eps, layer_dropout(drop, l, LayerDropout::attention_output)});
+  ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, B, H, I, c.activation()});
+  ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, B, I, H, Activation::none});
+  ops_.residual_layernorm_fwd({cls_h_, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, B,
+                               H, eps, layer_dropout(drop, l, LayerDropout::ffn_output)});
+  return cls_h_;
+}
+
+void BertModel::gather_cls(ConstAct h, int B) {
+  if (h.data != cls_h_.data) ops_.gather_rows({cls_h_, h, cls_rows_, B, config_.hidden_size});
 }
 
 // dh = gradient w.r.t. the layer output on entry and w.r.t. the layer input on exit; each layer

@@ -17,7 +17,7 @@ ForwardStats BertModel::pretraining_head(const ModelInputs& in, ConstAct h, bool
   const Activation act = config_.activation();
   ForwardStats stats;  // the losses are read by run() (pretraining_losses)
 
-  ops_.gather_rows({cls_h_, h, cls_rows_, B, H});
+  gather_cls(h, B);
   ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh});
   ops_.linear_fwd({nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none});
   if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);

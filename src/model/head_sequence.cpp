@@ -14,7 +14,7 @@ ForwardStats BertModel::sequence_head(const ModelInputs& in, ConstAct h, const D
   const int B = in.batch_size(), H = config_.hidden_size, NL = task_.num_labels;
   const DropoutSite dropout = head_dropout(drop);
   ForwardStats stats;
-  ops_.gather_rows({cls_h_, h, cls_rows_, B, H});
+  gather_cls(h, B);
   ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh});
   ops_.dropout_residual_fwd({scratch_th_, pooled_, nullptr, int64_t{B} * H, dropout});
   ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none});

@@ -3,7 +3,9 @@
 // the same outputs as a training session on the same weights), bad sizes and batches refused
 // with a message and the buffer untouched, a sequence classifier that learns its labels, and
 // bert_eval on task sessions: its error paths and the smaller bert_eval_result of before the task
-// fields (the values themselves are checked against Hugging Face in tests/oracle/test_task_heads.py).
+// fields (the values themselves are checked against Hugging Face in tests/oracle/test_task_heads.py);
+// the pooled output and logits (whose last layer runs on the [CLS] rows alone) against the head
+// applied to the hidden output.
 #include <bert.h>
 #include <gtest/gtest.h>
 
@@ -107,6 +109,46 @@ TEST(Infer, InferenceSessionHoldsNoTrainingStateAndMatchesTraining) {
   bert_session_destroy(inf);
   bert_session_destroy(train);
   std::remove(path.c_str());
+}
+
+// The pooled output and the logits on it need only the last layer's [CLS] rows, and the model
+// runs that layer's dense part on those alone; the hidden output runs every row. The pooler and
+// classifier applied here (in double) to the hidden output's [CLS] rows give the same numbers,
+// for a padded and an unpadded batch of mixed lengths.
+TEST(Infer, PooledAndLogitsEqualTheHeadOnTheHiddenClsRows) {
+  const int H = 32, NL = 3;
+  TestBatch tb(6, 32, 0, 100, 11);
+  const bert_batch b = tb.view();
+  for (const bool unpad : {false, true}) {
+    std::string config = task_config("sequence_classification", NL, "", 3);
+    if (unpad) config.replace(config.find(R"("data": {)"), 9, R"("data": {"unpad": true, )");
+    bert_session* s = create(config);
+    ASSERT_NE(s, nullptr) << bert_last_error();
+    std::vector<float> pool_w(H * H), pool_b(H), cls_w(NL * H), cls_b(NL, 0.25f);
+    ASSERT_EQ(bert_param_read(s, "bert.pooler.dense.weight", pool_w.data(), pool_w.size()), BERT_OK);
+    for (int j = 0; j < H; ++j) pool_b[j] = 0.01f * (j - H / 2);  // non-zero biases
+    ASSERT_EQ(bert_param_write(s, "bert.pooler.dense.bias", pool_b.data(), pool_b.size()), BERT_OK);
+    ASSERT_EQ(bert_param_read(s, "classifier.weight", cls_w.data(), cls_w.size()), BERT_OK);
+    ASSERT_EQ(bert_param_write(s, "classifier.bias", cls_b.data(), cls_b.size()), BERT_OK);
+    const std::vector<float> hidden = infer(s, b, BERT_OUTPUT_HIDDEN), pooled = infer(s, b, BERT_OUTPUT_POOLED),
+                             logits = infer(s, b, BERT_OUTPUT_LOGITS);
+    for (int i = 0; i < tb.B; ++i) {
+      const float* cls = hidden.data() + size_t(i) * tb.S * H;
+      std::vector<double> ref(H);
+      for (int j = 0; j < H; ++j) {
+        double sum = pool_b[j];
+        for (int k = 0; k < H; ++k) sum += double(pool_w[j * H + k]) * cls[k];
+        ref[j] = std::tanh(sum);
+        EXPECT_NEAR(pooled[i * H + j], ref[j], 1e-5) << "unpad " << unpad << " sequence " << i << " unit " << j;
+      }
+      for (int c = 0; c < NL; ++c) {
+        double sum = cls_b[c];
+        for (int k = 0; k < H; ++k) sum += double(cls_w[c * H + k]) * ref[k];
+        EXPECT_NEAR(logits[i * NL + c], sum, 1e-5) << "unpad " << unpad << " sequence " << i << " label " << c;
+      }
+    }
+    bert_session_destroy(s);
+  }
 }
 
 TEST(Infer, BadSizesAndBatchesAreRefusedWithTheBufferUntouched) {
