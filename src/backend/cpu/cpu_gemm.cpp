@@ -44,9 +44,9 @@ int team_size(int threads) { return omp_in_parallel() ? omp_get_max_threads() : 
 // of C's columns of at least kMinSliceColumns (a multiple of 16 floats, one cache line of C's
 // rows). oneDNN's own split of these shapes splits the reduction for some (then the bits depend
 // on the thread count) and runs slowly there: bert-large's forward GEMMs on 512 tokens, 2 threads
-// of an Intel Xeon w/ AMX, 221-234 GFLOP/s in oneDNN, 280-292 in column slices. A single-threaded
-// call gives each column the same bits whatever its slice when the slice is at least 128 wide
-// (narrower ones may take other kernels): the forward's bits do not depend on the thread count.
+// of an Intel Xeon w/ AMX, 221-234 GFLOP/s in oneDNN, 280-292 in column slices. The bits depend
+// on the thread count as before: oneDNN's AVX-512 kernels give a column the same bits in any
+// slice at least 128 wide, its AVX2 ones block the reduction by the slice's width.
 constexpr int64_t kMinSliceColumns = 128;
 constexpr int64_t kSliceQuantum = 16;
 

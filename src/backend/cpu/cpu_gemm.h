@@ -3,8 +3,7 @@
 // as a -march=native one: C = alpha·op(A)·op(B) + beta·C with fp32 inputs, or with bf16 inputs
 // and fp32 accumulation and output. They run on `threads` OpenMP threads (the same runtime as
 // the backend's elementwise loops); called inside a parallel region they run on the calling
-// thread alone. Deterministic for a given thread count; the forward product (op(A) = A,
-// op(B) = Bᵀ) gives the same bits on any thread count.
+// thread alone. Deterministic for a given thread count.
 #pragma once
 
 #include <cstdint>
