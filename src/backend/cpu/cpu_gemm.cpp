@@ -1,7 +1,8 @@
-// cpu_gemm through dnnl_sgemm, cpu_gemm_bf16 through dnnl_gemm_bf16bf16f32, and the fp32 -> bf16
-// conversion of their operands. oneDNN sizes its
-// OpenMP team by omp_get_max_threads(), so each call sets the calling thread's team size for its
-// duration and puts the host's back after: the host's own OpenMP settings are left as they were.
+// cpu_gemm through dnnl_sgemm (the forward product on several threads as column slices, one
+// single-threaded call each), cpu_gemm_bf16 through dnnl_gemm_bf16bf16f32, and the fp32 -> bf16
+// conversion of their operands. oneDNN sizes its OpenMP team by omp_get_max_threads(), so each
+// call sets the calling thread's team size for its duration and puts the host's back after: the
+// host's own OpenMP settings are left as they were.
 #include "backend/cpu/cpu_gemm.h"
 
 #include <oneapi/dnnl/dnnl.h>
