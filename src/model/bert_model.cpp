@@ -396,8 +396,7 @@ ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& 
   const BertConfig& c = config_;
   const float* W = params_;
   const int64_t T = in.tokens();
-  const int H = c.hidden_size, I = c.intermediate_size, A = c.num_attention_heads, D = c.head_dim();
-  const float eps = c.layer_norm_eps;
+  const int H = c.hidden_size, A = c.num_attention_heads, D = c.head_dim();
   ConstAct h = hidden0_;  // [T,H] input of the current layer
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     check_abort(abort);
@@ -406,41 +405,41 @@ ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& 
     ops_.linear_fwd({a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none});
     ops_.attention_fwd({a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
                         layer_dropout(drop, l, LayerDropout::attention_probs)});
-    if (cls_only && l == c.num_hidden_layers - 1) return cls_layer_tail(in, drop, l, h);
-    ops_.linear_fwd({scratch_th_, nullptr, a.ctx, W + L.attn_out_w, W + L.attn_out_b, T, H, H, Activation::none});
-    ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h, W + L.attn_ln_g, W + L.attn_ln_b, T,
-                                 H, eps, layer_dropout(drop, l, LayerDropout::attention_output)});
-    ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, T, H, I, c.activation()});
-    ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, T, I, H, Activation::none});
-    ops_.residual_layernorm_fwd({a.out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, T,
-                                 H, eps, layer_dropout(drop, l, LayerDropout::ffn_output)});
+    if (cls_only && l == c.num_hidden_layers - 1) {
+      // Only the [CLS] rows go on: those of the attention output and of the layer input, gathered
+      // into the first B rows of the layer's h1 and out (free until layer_after_attention writes them).
+      const int64_t B = in.batch_size();
+      ops_.gather_rows({a.h1, a.ctx, cls_rows_, B, H});
+      ops_.gather_rows({a.out, h, cls_rows_, B, H});
+      layer_after_attention(drop, l, a.h1, a.out, B, cls_h_);
+      return cls_h_;
+    }
+    layer_after_attention(drop, l, a.ctx, h, T, a.out);
     h = a.out;
   }
   check_abort(abort);
   return h;
 }
 
-// The last layer after its attention on the B [CLS] rows alone, into cls_h_: the attention
-// output and the layer input h gathered (into the first B rows of the layer's h1 and out), then
-// the dense layers, residuals and LayerNorms as encoder_forward runs them on every row.
-ConstAct BertModel::cls_layer_tail(const ModelInputs& in, const DropoutStream& drop, int l, ConstAct h) {
+// Layer l after its attention on M rows: the attention output dense layer on ctx, the residual
+// with the layer input h_in and its LayerNorm (into the layer's h1), the feed-forward, and the
+// second residual and LayerNorm into out. ctx may be h1 and h_in the layer's out: each is read
+// before that buffer is written.
+void BertModel::layer_after_attention(const DropoutStream& drop, int l, ConstAct ctx, ConstAct h_in, int64_t M,
+                                      Act out) {
   const BertConfig& c = config_;
   const float* W = params_;
-  const int64_t B = in.batch_size();
   const int H = c.hidden_size, I = c.intermediate_size;
   const float eps = c.layer_norm_eps;
   const LayerParams& L = table_.layers[l];
   LayerActs& a = acts_[l];
-  ops_.gather_rows({a.h1, a.ctx, cls_rows_, B, H});
-  ops_.gather_rows({a.out, h, cls_rows_, B, H});
-  ops_.linear_fwd({scratch_th_, nullptr, a.h1, W + L.attn_out_w, W + L.attn_out_b, B, H, H, Activation::none});
-  ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, a.out, W + L.attn_ln_g, W + L.attn_ln_b, B,
+  ops_.linear_fwd({scratch_th_, nullptr, ctx, W + L.attn_out_w, W + L.attn_out_b, M, H, H, Activation::none});
+  ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h_in, W + L.attn_ln_g, W + L.attn_ln_b, M,
                                H, eps, layer_dropout(drop, l, LayerDropout::attention_output)});
-  ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, B, H, I, c.activation()});
-  ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, B, I, H, Activation::none});
-  ops_.residual_layernorm_fwd({cls_h_, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, B,
-                               H, eps, layer_dropout(drop, l, LayerDropout::ffn_output)});
-  return cls_h_;
+  ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, M, H, I, c.activation()});
+  ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, M, I, H, Activation::none});
+  ops_.residual_layernorm_fwd({out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, M, H,
+                               eps, layer_dropout(drop, l, LayerDropout::ffn_output)});
 }
 
 void BertModel::gather_cls(ConstAct h, int B) {

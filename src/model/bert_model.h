@@ -167,10 +167,10 @@ class BertModel {
   // The last hidden states [T,H]; with cls_only the last layer's [CLS] rows alone, in cls_h_ [B,H].
   ConstAct encoder_forward(const ModelInputs& in, const DropoutStream& drop, const std::atomic<bool>* abort,
                            bool cls_only);
-  ConstAct cls_layer_tail(const ModelInputs& in, const DropoutStream& drop, int l, ConstAct h);
-  // The task's head on the last hidden states h [T,H] (or cls_h_, see encoder_forward): its outputs, its losses when the inputs
-  // carry labels, and with `backward` its gradients and dL/dh in g0_. One function per head
-  // (head_*.cpp), all with this shape.
+  void layer_after_attention(const DropoutStream& drop, int l, ConstAct ctx, ConstAct h_in, int64_t M, Act out);
+  // The task's head on the last hidden states h [T,H] (or cls_h_, see encoder_forward): its
+  // outputs, its losses when the inputs carry labels, and with `backward` its gradients and
+  // dL/dh in g0_. One function per head (head_*.cpp), all with this shape.
   ForwardStats head(const ModelInputs& in, ConstAct h, const DropoutStream& drop, bool backward, float loss_scale,
                     const OutputRequest* output);
   // The [CLS] rows of h into cls_h_ (nothing to do when h is cls_h_, the [CLS]-only encoder's).

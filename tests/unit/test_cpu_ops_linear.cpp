@@ -205,7 +205,8 @@ TEST(CpuLinearThreads, ForwardSlicesAreRightAndDeterministic) {
         for (int j : {0, 127, 128, 159, 160, s.n / 3, s.n / 2 - 1, s.n / 2, s.n - 1}) {
           double sum = 0;
           for (int kk = 0; kk < s.k; ++kk) sum += double(in[i * s.k + kk]) * W[int64_t{j} * s.k + kk];
-          EXPECT_NEAR(out[0][i * s.n + j], sum, 1e-4 * std::sqrt(double(s.k))) << threads << " threads, " << i << "," << j;
+          EXPECT_NEAR(out[0][i * s.n + j], sum, 1e-4 * std::sqrt(double(s.k)))
+              << threads << " threads, " << i << "," << j;
         }
       }
     }

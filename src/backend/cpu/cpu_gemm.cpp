@@ -52,7 +52,9 @@ constexpr int64_t kMinSliceColumns = 128;
 constexpr int64_t kSliceQuantum = 16;
 
 // Each of T column slices of N: ceil(N / T) rounded up to kSliceQuantum.
-int64_t slice_width(int64_t N, int64_t T) { return ((N + T - 1) / T + kSliceQuantum - 1) / kSliceQuantum * kSliceQuantum; }
+int64_t slice_width(int64_t N, int64_t T) {
+  return ((N + T - 1) / T + kSliceQuantum - 1) / kSliceQuantum * kSliceQuantum;
+}
 
 // The number of column slices of an N-column product for `team` threads: at most `team`, each,
 // the last included, at least kMinSliceColumns wide (1: no split).
