@@ -89,6 +89,9 @@ struct LinearFwdArgs {
   int K;
   int N;
   Activation act;
+  // No backward pass follows (inference, evaluation): the CPU backend may then multiply by a
+  // copy of W packed for few rows, kept until weights_changed() (cpu_packed_gemm.h).
+  bool forward_only = false;
 };
 // dpre = dout ⊙ act'(pre_act) (dpre = dout when act == none; dpre_scratch [M,N] is used
 // only when act != none). dW[N,K] += dpre^T·in, db[N] += Σ_rows dpre (db may be null),

@@ -348,6 +348,7 @@ DropoutSite BertModel::head_dropout(const DropoutStream& d) const {
 
 ForwardStats BertModel::compute(const ModelInputs& in, const DropoutStream& drop, const BackwardOptions* backward,
                                 const std::atomic<bool>* abort, const OutputRequest* output) {
+  forward_only_ = backward == nullptr;
   embeddings_forward(in, drop);
   // Without labels or gradients the pooler's output and the logits on it need only the last
   // layer's [CLS] rows.
@@ -402,7 +403,7 @@ ConstAct BertModel::encoder_forward(const ModelInputs& in, const DropoutStream& 
     check_abort(abort);
     const LayerParams& L = table_.layers[l];
     LayerActs& a = acts_[l];
-    ops_.linear_fwd({a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none});
+    ops_.linear_fwd({a.qkv, nullptr, h, W + L.qkv_w, W + L.qkv_b, T, H, 3 * H, Activation::none, forward_only_});
     ops_.attention_fwd({a.ctx, a.probs, a.qkv, key_bias_, in.layout, A, D,
                         layer_dropout(drop, l, LayerDropout::attention_probs)});
     if (cls_only && l == c.num_hidden_layers - 1) {
@@ -433,11 +434,12 @@ void BertModel::layer_after_attention(const DropoutStream& drop, int l, ConstAct
   const float eps = c.layer_norm_eps;
   const LayerParams& L = table_.layers[l];
   LayerActs& a = acts_[l];
-  ops_.linear_fwd({scratch_th_, nullptr, ctx, W + L.attn_out_w, W + L.attn_out_b, M, H, H, Activation::none});
+  ops_.linear_fwd({scratch_th_, nullptr, ctx, W + L.attn_out_w, W + L.attn_out_b, M, H, H,
+                   Activation::none, forward_only_});
   ops_.residual_layernorm_fwd({a.h1, a.res1, a.mean1, a.rstd1, scratch_th_, h_in, W + L.attn_ln_g, W + L.attn_ln_b, M,
                                H, eps, layer_dropout(drop, l, LayerDropout::attention_output)});
-  ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, M, H, I, c.activation()});
-  ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, M, I, H, Activation::none});
+  ops_.linear_fwd({a.inter, a.pre, a.h1, W + L.inter_w, W + L.inter_b, M, H, I, c.activation(), forward_only_});
+  ops_.linear_fwd({scratch_th_, nullptr, a.inter, W + L.out_w, W + L.out_b, M, I, H, Activation::none, forward_only_});
   ops_.residual_layernorm_fwd({out, a.res2, a.mean2, a.rstd2, scratch_th_, a.h1, W + L.out_ln_g, W + L.out_ln_b, M, H,
                                eps, layer_dropout(drop, l, LayerDropout::ffn_output)});
 }

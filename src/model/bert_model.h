@@ -209,6 +209,8 @@ class BertModel {
   ParamTable table_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
+  // Whether the running forward has no backward pass (set by compute; its dense layers say so).
+  bool forward_only_ = false;
 
   // Arena: one allocation carved into the buffers below.
   void* arena_ = nullptr;

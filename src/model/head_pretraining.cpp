@@ -18,8 +18,9 @@ ForwardStats BertModel::pretraining_head(const ModelInputs& in, ConstAct h, bool
   ForwardStats stats;  // the losses are read by run() (pretraining_losses)
 
   gather_cls(h, B);
-  ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh});
-  ops_.linear_fwd({nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none});
+  ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H,
+                   Activation::tanh, forward_only_});
+  ops_.linear_fwd({nsp_logits_, nullptr, pooled_, W + P.nsp_w, W + P.nsp_b, B, H, 2, Activation::none, forward_only_});
   if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
   if (output && output->what == ModelOutput::logits) download_act(output->host, nsp_logits_, int64_t{B} * 2);
   if (!in.has_labels) return stats;
@@ -32,10 +33,11 @@ ForwardStats BertModel::pretraining_head(const ModelInputs& in, ConstAct h, bool
   }
   if (Nm > 0) {
     ops_.gather_rows({mlm_h_, h, mlm_rows_, Nm, H});
-    ops_.linear_fwd({mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act});
+    ops_.linear_fwd({mlm_act_, mlm_pre_, mlm_h_, W + P.mlm_dense_w, W + P.mlm_dense_b, Nm, H, H, act, forward_only_});
     ops_.layernorm_fwd({mlm_ln_, mlm_mean_, mlm_rstd_, mlm_act_, W + P.mlm_ln_g, W + P.mlm_ln_b, Nm, H,
                         config_.layer_norm_eps});
-    ops_.linear_fwd({logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp, Activation::none});
+    ops_.linear_fwd({logits_, nullptr, mlm_ln_, W + P.word_emb, W + P.mlm_bias, Nm, H, Vp,
+                     Activation::none, forward_only_});
     const int64_t masked = in.mlm_labelled;  // Nm, or fewer in recorded work's fixed rows
     const ScaleArg mlm_scale(masked > 0 ? loss_scale / masked : 0.0f,
                              replay_at_ != nullptr ? &replay_at_->mlm_grad_scale : nullptr);

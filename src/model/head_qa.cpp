@@ -17,8 +17,8 @@ ForwardStats BertModel::qa_head(const ModelInputs& in, ConstAct h, bool backward
   ForwardStats stats;
   const Act start = head_logits_;
   const Act end = head_logits_ + T;
-  ops_.linear_fwd({start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none});
-  ops_.linear_fwd({end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none});
+  ops_.linear_fwd({start, nullptr, h, W + P.head_w, W + P.head_b, T, H, 1, Activation::none, forward_only_});
+  ops_.linear_fwd({end, nullptr, h, W + P.head_w + H, W + P.head_b + 1, T, H, 1, Activation::none, forward_only_});
   if (output && output->what == ModelOutput::logits) {  // [B, 2, S]: start then end logits
     std::vector<float> s_host(static_cast<size_t>(B) * S), e_host(static_cast<size_t>(B) * S);
     copy_out_tokens(s_host.data(), start, in, 1);

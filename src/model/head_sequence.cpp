@@ -15,9 +15,11 @@ ForwardStats BertModel::sequence_head(const ModelInputs& in, ConstAct h, const D
   const DropoutSite dropout = head_dropout(drop);
   ForwardStats stats;
   gather_cls(h, B);
-  ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H, Activation::tanh});
+  ops_.linear_fwd({pooled_, pool_pre_, cls_h_, W + P.pooler_w, W + P.pooler_b, B, H, H,
+                   Activation::tanh, forward_only_});
   ops_.dropout_residual_fwd({scratch_th_, pooled_, nullptr, int64_t{B} * H, dropout});
-  ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL, Activation::none});
+  ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, B, H, NL,
+                   Activation::none, forward_only_});
   if (output && output->what == ModelOutput::pooled) download_act(output->host, pooled_, int64_t{B} * H);
   if (output && output->what == ModelOutput::logits) download_act(output->host, head_logits_, int64_t{B} * NL);
   if (!in.has_labels) return stats;

@@ -14,7 +14,8 @@ ForwardStats BertModel::token_head(const ModelInputs& in, ConstAct h, const Drop
   const DropoutSite dropout = head_dropout(drop);
   ForwardStats stats;
   ops_.dropout_residual_fwd({scratch_th_, h, nullptr, T * H, dropout});
-  ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL, Activation::none});
+  ops_.linear_fwd({head_logits_, nullptr, scratch_th_, W + P.head_w, W + P.head_b, T, H, NL,
+                   Activation::none, forward_only_});
   if (output && output->what == ModelOutput::logits) copy_out_tokens(output->host, head_logits_, in, NL);
   if (!in.has_labels) return stats;
   std::vector<int32_t> hits;

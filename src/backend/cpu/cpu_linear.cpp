@@ -42,9 +42,27 @@ void add_bias(float* row, const float* b, int64_t n) {
 }  // namespace
 
 void CpuOps::set_weights(const float* params, int64_t n) {
+  weights_changed();
   weights_ = params;
   weight_count_ = n;
+}
+
+void CpuOps::weights_changed() {
   weights_bf16_fresh_ = false;
+  size_t freed = 0;
+  for (const auto& [W, packed] : packed_) freed += packed->bytes();
+  packed_.clear();
+  count_held_bytes(-static_cast<int64_t>(freed));
+}
+
+const PackedWeight* CpuOps::packed_weight(const float* W, int64_t M, int64_t N, int64_t K) {
+  if (!packed_gemm_ || M > kPackedGemmMaxRows || W < weights_ || W + N * K > weights_ + weight_count_) return nullptr;
+  std::unique_ptr<PackedWeight>& packed = packed_[W];
+  if (!packed) {
+    packed = std::make_unique<PackedWeight>(W, N, K, threads_);
+    count_held_bytes(static_cast<int64_t>(packed->bytes()));
+  }
+  return packed.get();
 }
 
 GemmOperand<uint16_t> CpuOps::bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
@@ -88,12 +106,19 @@ void CpuOps::linear_fwd_impl(const LinearFwdArgs& a) {
   if (a.M == 0) return;
   // With an activation the GEMM lands in pre_act and the epilogue writes out from it.
   float* gemm_out = a.act == Activation::none ? out : pre_act;  // [M, N]
-  linear_gemm(a.M, a.N, a.K, {in, a.K, false}, {a.W, a.K, true}, 0.0f, gemm_out, a.N);
-  if (a.act == Activation::none && a.b == nullptr) return;
+  const float* bias = a.b;  // still to add
+  if (const PackedWeight* packed = a.forward_only ? packed_weight(a.W, a.M, a.N, a.K) : nullptr) {
+    packed_scratch_.resize(std::max(packed_scratch_.size(), PackedWeight::scratch_floats(a.M, threads_)));
+    packed->multiply(a.M, in, a.K, bias, gemm_out, a.N, threads_, packed_scratch_.data());
+    bias = nullptr;
+  } else {
+    linear_gemm(a.M, a.N, a.K, {in, a.K, false}, {a.W, a.K, true}, 0.0f, gemm_out, a.N);
+  }
+  if (a.act == Activation::none && bias == nullptr) return;
 #pragma omp parallel for num_threads(threads_) if (a.M * a.N > kParallelElements)
   for (int64_t i = 0; i < a.M; ++i) {
     float* row = gemm_out + i * a.N;
-    if (a.b != nullptr) add_bias(row, a.b, a.N);
+    if (bias != nullptr) add_bias(row, bias, a.N);
     if (a.act != Activation::none) activation_array(a.act, out + i * a.N, row, a.N);
   }
 }

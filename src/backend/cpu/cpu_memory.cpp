@@ -72,6 +72,12 @@ void CpuOps::release_impl(void* ptr) {
   std::free(ptr);
 }
 
+void CpuOps::count_held_bytes(int64_t delta) {
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  live_bytes_ = static_cast<size_t>(static_cast<int64_t>(live_bytes_) + delta);
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+}
+
 size_t CpuOps::peak_bytes() const {
   std::lock_guard<std::mutex> lock(memory_mutex_);
   return peak_bytes_;

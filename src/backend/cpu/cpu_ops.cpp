@@ -9,7 +9,9 @@
 namespace bert {
 
 CpuOps::CpuOps(int threads, bool bf16_gemm_inputs)
-    : threads_(threads > 0 ? threads : omp_get_num_procs()), bf16_gemm_inputs_(bf16_gemm_inputs) {
+    : threads_(threads > 0 ? threads : omp_get_num_procs()),
+      bf16_gemm_inputs_(bf16_gemm_inputs),
+      packed_gemm_(!bf16_gemm_inputs && packed_gemm_supported()) {
   BERT_CHECK(!bf16_gemm_inputs || cpu_has_native_bf16(), Code::unsupported,
              "config key 'train.precision' = \"bf16\" on the CPU needs a CPU that multiplies bf16 natively "
              "(AVX512-BF16 or AMX); this one offers ", cpu_isa_name(), ". Use \"fp32\" here.");

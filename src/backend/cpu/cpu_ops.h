@@ -6,14 +6,18 @@
 // With bf16 GEMM inputs (train.precision "bf16", on CPUs that multiply bf16 natively) the dense
 // layers multiply bf16 copies of their inputs and weights with fp32 accumulation and output; the
 // weights' copy is refreshed after weights_changed(), everything else stays fp32.
+// For forward-only products on few rows (inference, evaluation) the weight matrices are also
+// packed (cpu_packed_gemm.h), each on its first such product after weights_changed().
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_packed_gemm.h"
 #include "backend/ops.h"
 
 namespace bert {
@@ -37,7 +41,7 @@ class CpuOps final : public Ops {
   size_t peak_bytes() const override;
   DType activation_type() const override { return DType::f32; }
   void set_weights(const float* params, int64_t n) override;
-  void weights_changed() override { weights_bf16_fresh_ = false; }
+  void weights_changed() override;
 
 
  private:
@@ -48,6 +52,8 @@ class CpuOps final : public Ops {
   // given), so each reads its activation views as fp32 storage.
   BERT_NUMERIC_OPS(BERT_OP_OVERRIDE)
 
+  // Adds delta to the bytes held (and to the peak) for memory not from alloc (packed weights).
+  void count_held_bytes(int64_t delta);
   // Per-thread attention scratch of `floats_per_thread` floats each; grows, never shrinks.
   float* attention_scratch(size_t floats_per_thread);
   // C[M,N] = op(A)·op(B) + beta·C for a dense layer: in fp32, or from bf16 copies of A and B;
@@ -56,6 +62,10 @@ class CpuOps final : public Ops {
                    float* C, int64_t ldc);
   void linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A, GemmOperand<float> B, float beta,
                    float* C, int64_t ldc);
+  // The packed copy of the weight matrix W [N, K] for a forward product on M rows, made now if
+  // there is none; null where the product stays with oneDNN (not a weight, bf16 inputs, more
+  // than kPackedGemmMaxRows rows, no AVX-512).
+  const PackedWeight* packed_weight(const float* W, int64_t M, int64_t N, int64_t K);
   // X (rows x cols as stored) in bf16: the weights' copy when X is a weight matrix, else
   // converted into `scratch`.
   GemmOperand<uint16_t> bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
@@ -80,6 +90,9 @@ class CpuOps final : public Ops {
   int64_t weight_count_ = 0;
   std::vector<uint16_t> weights_bf16_;  // its bf16 copy (bf16 GEMM inputs only)
   bool weights_bf16_fresh_ = false;
+  bool packed_gemm_;  // fp32 inputs on an AVX-512 CPU
+  std::unordered_map<const float*, std::unique_ptr<PackedWeight>> packed_;  // by W; counted in held bytes
+  std::vector<float> packed_scratch_;
   std::vector<uint16_t> bf16_a_, bf16_b_;  // converted activations of one GEMM
 
   mutable std::mutex memory_mutex_;

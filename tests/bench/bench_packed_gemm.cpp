@@ -1,0 +1,89 @@
+// The forward products of an inference call on few rows, oneDNN's sgemm (cpu_gemm) against the
+// packed weights (cpu_packed_gemm.h) in the same run: each product of a layer (qkv, attention
+// output, feed-forward up and down) on M rows, with L distinct weight sets taken in turn as the
+// layers of a forward pass take theirs (L = 12: larger than the caches, so each call reads its
+// weights from memory), the two timed in alternation, calls of one set after another. A benchmark:
+// prints GFLOP/s per shape, asserts nothing.
+//   bench_packed_gemm [--model base|large] [--rows M] [--threads T] [--layers L] [--rounds R]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/cpu_packed_gemm.h"
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace bert;
+  int hidden = 768, rows = 128, threads = 1, layers = 12, rounds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--model")) hidden = std::strcmp(argv[i + 1], "large") ? 768 : 1024;
+    else if (!std::strcmp(argv[i], "--rows")) rows = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: bench_packed_gemm [--model base|large] [--rows M] [--threads T] [--layers L] "
+                           "[--rounds R]\n");
+      return 2;
+    }
+  }
+  if (rows < 1 || threads < 1 || layers < 1 || rounds < 1) {
+    std::fprintf(stderr, "bench_packed_gemm: --rows, --threads, --layers and --rounds must be at least 1\n");
+    return 2;
+  }
+  if (!packed_gemm_supported()) {
+    std::printf("the packed product needs AVX-512 (oneDNN sees %s): nothing to compare\n", cpu_isa_name().c_str());
+    return 0;
+  }
+  std::printf("%d rows, %d thread(s), %d weight set(s) in turn, best of %d rounds; oneDNN ISA %s\n", rows, threads,
+              layers, rounds, cpu_isa_name().c_str());
+  std::printf("%-14s %6s %6s %14s %14s %7s\n", "product", "N", "K", "oneDNN GF/s", "packed GF/s", "ratio");
+  const struct { const char* name; int n, k; } shapes[] = {
+      {"qkv", 3 * hidden, hidden}, {"attn-out", hidden, hidden}, {"ffn-up", 4 * hidden, hidden},
+      {"ffn-down", hidden, 4 * hidden}};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const auto& s : shapes) {
+    std::vector<float> X(static_cast<size_t>(rows) * s.k), C(static_cast<size_t>(rows) * s.n);
+    for (float& x : X) x = u(rng);
+    std::vector<std::vector<float>> W(layers, std::vector<float>(static_cast<size_t>(s.n) * s.k));
+    std::vector<std::unique_ptr<PackedWeight>> packed;
+    for (auto& w : W) {
+      for (float& x : w) x = u(rng);
+      packed.push_back(std::make_unique<PackedWeight>(w.data(), s.n, s.k, threads));
+    }
+    std::vector<float> scratch(PackedWeight::scratch_floats(rows, threads));
+    double best_dnnl = 1e30, best_packed = 1e30;
+    for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
+      auto t0 = std::chrono::steady_clock::now();
+      for (int l = 0; l < layers; ++l) {
+        cpu_gemm(rows, s.n, s.k, 1.0f, {X.data(), s.k, false}, {W[l].data(), s.k, true}, 0.0f, C.data(), s.n, threads);
+      }
+      const double dnnl = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      for (int l = 0; l < layers; ++l) {
+        packed[l]->multiply(rows, X.data(), s.k, nullptr, C.data(), s.n, threads, scratch.data());
+      }
+      const double pk = seconds_since(t0);
+      if (r > 0) best_dnnl = std::min(best_dnnl, dnnl), best_packed = std::min(best_packed, pk);
+    }
+    const double flops = 2.0 * rows * s.n * s.k * layers * 1e-9;
+    std::printf("%-14s %6d %6d %14.1f %14.1f %6.2fx\n", s.name, s.n, s.k, flops / best_dnnl, flops / best_packed,
+                best_dnnl / best_packed);
+  }
+  return 0;
+}
