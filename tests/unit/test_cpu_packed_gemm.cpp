@@ -3,7 +3,8 @@
 // lengths around the 512-long k-blocks, with and without bias, on 1, 2 and 3 threads; the same bits
 // on any thread count and for a row whatever the rows around it; C's columns past N untouched.
 // Through CpuOps: a forward-only product packs its weights (the held bytes grow) and reads them as
-// they are after weights_changed(); a product a backward pass follows does not pack them.
+// they are after weights_changed() or when read as another shape; a product a backward pass
+// follows does not pack them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,6 +111,27 @@ TEST_F(PackedGemm, CpuOpsPacksForForwardOnlyProductsAndRepacksAfterAChange) {
     ops.linear_fwd({out.data(), nullptr, X.data(), W, b, M, static_cast<int>(K), static_cast<int>(N),
                     Activation::none, forward_only});
     expect_right(out);
+  }
+}
+
+// The same weights read as another shape (the same start, N and K changed) are packed anew.
+TEST_F(PackedGemm, CpuOpsRepacksWeightsReadAsAnotherShape) {
+  const std::vector<float> params = random_floats(130 * 600, 61);
+  CpuOps ops(1, false);
+  ops.set_weights(params.data(), static_cast<int64_t>(params.size()));
+  for (const Product& p : {Product{5, 130, 600}, Product{5, 65, 1200}}) {
+    SCOPED_TRACE("N=" + std::to_string(p.N) + " K=" + std::to_string(p.K));
+    const std::vector<float> X = random_floats(p.M * p.K, 62);
+    std::vector<float> out(p.M * p.N);
+    ops.linear_fwd({out.data(), nullptr, X.data(), params.data(), nullptr, p.M, static_cast<int>(p.K),
+                    static_cast<int>(p.N), Activation::none, true});
+    for (int64_t i = 0; i < p.M; ++i) {
+      for (int64_t j = 0; j < p.N; ++j) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < p.K; ++k) sum += double(X[i * p.K + k]) * params[j * p.K + k];
+        ASSERT_NEAR(out[i * p.N + j], sum, 2e-6 * p.K) << i << "," << j;
+      }
+    }
   }
 }
 

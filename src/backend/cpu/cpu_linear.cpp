@@ -57,12 +57,18 @@ void CpuOps::weights_changed() {
 
 const PackedWeight* CpuOps::packed_weight(const float* W, int64_t M, int64_t N, int64_t K) {
   if (!packed_gemm_ || M > kPackedGemmMaxRows || W < weights_ || W + N * K > weights_ + weight_count_) return nullptr;
-  std::unique_ptr<PackedWeight>& packed = packed_[W];
-  if (!packed) {
-    packed = std::make_unique<PackedWeight>(W, N, K, threads_);
-    count_held_bytes(static_cast<int64_t>(packed->bytes()));
+  auto it = packed_.find(W);
+  if (it != packed_.end() && !it->second->packs(N, K)) {  // the same start read as another shape
+    count_held_bytes(-static_cast<int64_t>(it->second->bytes()));
+    packed_.erase(it);
+    it = packed_.end();
   }
-  return packed.get();
+  if (it == packed_.end()) {  // packed before it is entered: a failed allocation leaves no entry
+    auto packed = std::make_unique<PackedWeight>(W, N, K, threads_);
+    count_held_bytes(static_cast<int64_t>(packed->bytes()));
+    it = packed_.emplace(W, std::move(packed)).first;
+  }
+  return it->second.get();
 }
 
 GemmOperand<uint16_t> CpuOps::bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,

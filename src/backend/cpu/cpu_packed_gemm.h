@@ -37,6 +37,7 @@ class PackedWeight {
   static size_t scratch_floats(int64_t M, int threads);
 
   size_t bytes() const { return bytes_; }
+  bool packs(int64_t N, int64_t K) const { return N == N_ && K == K_; }
 
  private:
   const float* panel(int64_t k0, int64_t p) const;
