@@ -55,8 +55,12 @@ void CpuOps::weights_changed() {
   count_held_bytes(-static_cast<int64_t>(freed));
 }
 
+bool CpuOps::is_weight(const float* p, int64_t elems) const {
+  return weights_ != nullptr && p >= weights_ && p + elems <= weights_ + weight_count_;
+}
+
 const PackedWeight* CpuOps::packed_weight(const float* W, int64_t M, int64_t N, int64_t K) {
-  if (!packed_gemm_ || M > kPackedGemmMaxRows || W < weights_ || W + N * K > weights_ + weight_count_) return nullptr;
+  if (!packed_gemm_ || M > kPackedGemmMaxRows || !is_weight(W, N * K)) return nullptr;
   auto it = packed_.find(W);
   if (it != packed_.end() && !it->second->packs(N, K)) {  // the same start read as another shape
     count_held_bytes(-static_cast<int64_t>(it->second->bytes()));
@@ -73,8 +77,7 @@ const PackedWeight* CpuOps::packed_weight(const float* W, int64_t M, int64_t N, 
 
 GemmOperand<uint16_t> CpuOps::bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
                                            std::vector<uint16_t>& scratch) {
-  const bool is_weight = weights_ != nullptr && X.data >= weights_ && X.data + rows * X.ld <= weights_ + weight_count_;
-  if (is_weight) {
+  if (is_weight(X.data, rows * X.ld)) {
     if (!weights_bf16_fresh_) {
       weights_bf16_.resize(static_cast<size_t>(weight_count_));
       const int64_t chunks = (weight_count_ + kParallelElements - 1) / kParallelElements;

@@ -62,6 +62,8 @@ class CpuOps final : public Ops {
                    float* C, int64_t ldc);
   void linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A, GemmOperand<float> B, float beta,
                    float* C, int64_t ldc);
+  // Whether the elems floats from p lie in the parameter buffer (set_weights).
+  bool is_weight(const float* p, int64_t elems) const;
   // The packed copy of the weight matrix W [N, K] for a forward product on M rows, made now if
   // there is none; null where the product stays with oneDNN (not a weight, bf16 inputs, more
   // than kPackedGemmMaxRows rows, no AVX-512).
