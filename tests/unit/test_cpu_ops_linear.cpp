@@ -1,7 +1,8 @@
 // CPU linear layer: forward (every activation, with and without bias) against a double-precision
 // loop; backward (din, dW, db) against central finite differences of sum(out ⊙ R); the
 // accumulate semantics of dW/db/din; the activation alone equals the epilogue; argument
-// checks; bitwise run-to-run determinism, also of the forward's column slices on 2 and 3 threads.
+// checks; bitwise run-to-run determinism, also of the forward's column slices on 2 and 3 threads
+// and of the backward's pair of products on 1 to 4.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -207,6 +208,47 @@ TEST(CpuLinearThreads, ForwardSlicesAreRightAndDeterministic) {
           for (int kk = 0; kk < s.k; ++kk) sum += double(in[i * s.k + kk]) * W[int64_t{j} * s.k + kk];
           EXPECT_NEAR(out[0][i * s.n + j], sum, 1e-4 * std::sqrt(double(s.k)))
               << threads << " threads, " << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+// The backward products dW and dX run at once in column slices (cpu_gemm_pair): on 1 to 4
+// threads, dW accumulating onto what it held and dX overwritten or accumulated, the columns at the
+// slices' edges are the right ones, and a second run on the same threads gives the same bits.
+// Shapes as above: bert-large's attention output on 512 tokens, a narrow last slice, a wide K.
+TEST(CpuLinearThreads, BackwardPairIsRightAndDeterministic) {
+  const struct { int64_t m; int k, n; } shapes[] = {{512, 1024, 1024}, {64, 300, 300}, {33, 4096, 1024}};
+  for (const auto& s : shapes) {
+    SCOPED_TRACE("M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n));
+    const std::vector<float> in = random_floats(s.m * s.k, 31), W = random_floats(int64_t{s.n} * s.k, 32);
+    const std::vector<float> dout = random_floats(s.m * s.n, 33), dW0 = random_floats(int64_t{s.n} * s.k, 34);
+    const std::vector<float> din0 = random_floats(s.m * s.k, 35);
+    for (int threads = 1; threads <= 4; ++threads) {
+      for (bool accumulate_din : {false, true}) {
+        auto ops = make_cpu_ops(threads);
+        std::vector<float> dW[2], din[2];
+        for (int run = 0; run < 2; ++run) {
+          dW[run] = dW0;
+          din[run] = din0;
+          ops->linear_bwd({din[run].data(), dW[run].data(), nullptr, dout.data(), in.data(), W.data(), nullptr,
+                           nullptr, s.m, s.k, s.n, Activation::none, accumulate_din});
+        }
+        EXPECT_EQ(dW[1], dW[0]) << threads << " threads";
+        EXPECT_EQ(din[1], din[0]) << threads << " threads";
+        const double tol_dW = 1e-4 * std::sqrt(double(s.m)), tol_din = 1e-4 * std::sqrt(double(s.n));
+        for (int j : {0, 127, 128, 159, 160, s.k / 4, s.k / 3, s.k / 2 - 1, s.k / 2, 3 * s.k / 4, s.k - 1}) {
+          for (int r : {0, s.n / 2, s.n - 1}) {  // dW[r, j] = Σ_i dout[i, r] in[i, j] + what it held
+            double sum = dW0[int64_t{r} * s.k + j];
+            for (int64_t i = 0; i < s.m; ++i) sum += double(dout[i * s.n + r]) * in[i * s.k + j];
+            EXPECT_NEAR(dW[0][int64_t{r} * s.k + j], sum, tol_dW) << threads << " threads, dW " << r << "," << j;
+          }
+          for (int64_t i : {int64_t{0}, s.m - 1}) {  // din[i, j] = Σ_r dout[i, r] W[r, j] (+ what it held)
+            double sum = accumulate_din ? din0[i * s.k + j] : 0.0;
+            for (int r = 0; r < s.n; ++r) sum += double(dout[i * s.n + r]) * W[int64_t{r} * s.k + j];
+            EXPECT_NEAR(din[0][i * s.k + j], sum, tol_din) << threads << " threads, din " << i << "," << j;
+          }
         }
       }
     }

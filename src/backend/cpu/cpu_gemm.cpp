@@ -94,6 +94,52 @@ void cpu_gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<float> A
         "cpu_gemm", M, N, K);
 }
 
+namespace {
+
+// op(B)'s columns [n0, ...): B stored [K, N] starts n0 floats later, stored transposed n0 rows later.
+template <typename T>
+GemmOperand<T> columns_from(GemmOperand<T> B, int64_t n0) {
+  return {B.data + (B.transposed ? n0 * B.ld : n0), B.ld, B.transposed};
+}
+
+// Both products in column slices, each slice one single-threaded call of `gemm` (a call inside
+// the parallel region runs on the calling thread). With an even team each product gets half the
+// threads' worth of slices; with an odd one as many slices as threads, two per thread.
+template <typename T, typename Gemm>
+void gemm_pair(const GemmCall<T>& first, const GemmCall<T>& second, int threads, Gemm gemm) {
+  const GemmCall<T>* calls[2] = {&first, &second};
+  const int team = omp_in_parallel() ? 1 : threads;
+  int slices[2], width[2];
+  for (int c = 0; c < 2; ++c) {
+    slices[c] = team < 2 ? 1 : column_slices(calls[c]->N, team % 2 == 0 ? team / 2 : team);
+    width[c] = static_cast<int>(slice_width(calls[c]->N, slices[c]));
+  }
+  const int tasks = slices[0] + slices[1];
+#pragma omp parallel for schedule(static) num_threads(std::min(team, tasks)) if (team > 1)
+  for (int task = 0; task < tasks; ++task) {
+    const int c = task < slices[0] ? 0 : 1, s = c == 0 ? task : task - slices[0];
+    const GemmCall<T>& g = *calls[c];
+    const int64_t n0 = int64_t{s} * width[c], n = std::min<int64_t>(width[c], g.N - n0);
+    gemm(g.M, n, g.K, g.A, columns_from(g.B, n0), g.beta, g.C + n0, g.ldc);
+  }
+}
+
+}  // namespace
+
+void cpu_gemm_pair(const GemmCall<float>& first, const GemmCall<float>& second, int threads) {
+  gemm_pair(first, second, threads, [](int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B,
+                                       float beta, float* C, int64_t ldc) {
+    cpu_gemm(M, N, K, 1.0f, A, B, beta, C, ldc, 1);
+  });
+}
+
+void cpu_gemm_pair_bf16(const GemmCall<uint16_t>& first, const GemmCall<uint16_t>& second, int threads) {
+  gemm_pair(first, second, threads, [](int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A,
+                                       GemmOperand<uint16_t> B, float beta, float* C, int64_t ldc) {
+    cpu_gemm_bf16(M, N, K, 1.0f, A, B, beta, C, ldc, 1);
+  });
+}
+
 void cpu_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<uint16_t> A,
                    GemmOperand<uint16_t> B, float beta, float* C, int64_t ldc, int threads) {
   if (M == 0 || N == 0) return;

@@ -166,13 +166,24 @@ void CpuOps::linear_bwd_impl(const LinearBwdArgs& a) {
       add_column_sums(a.db, dpre, a.M, a.N, c0, std::min(a.N - c0, kColumnBlock));
     }
   }
-  // dW[N,K] += dpreᵀ[N,M] · in[M,K];  din[M,K] (+)= dpre[M,N] · W[N,K].
+  // dW[N,K] += dpreᵀ[N,M] · in[M,K];  din[M,K] (+)= dpre[M,N] · W[N,K]: both at once (cpu_gemm_pair)
+  // when both are wanted.
   const float din_beta = a.accumulate_din ? 1.0f : 0.0f;
   if (bf16_gemm_inputs_) {  // dpre converted once for both products
     const GemmOperand<uint16_t> dpre16 = bf16_operand({dpre, a.N, false}, a.M, a.N, bf16_a_);
+    if (a.dW != nullptr && din != nullptr) {
+      const GemmOperand<uint16_t> in16 = bf16_operand({in, a.K, false}, a.M, a.K, bf16_b_);
+      const GemmOperand<uint16_t> W16 = bf16_operand({a.W, a.K, false}, a.N, a.K, bf16_c_);
+      return cpu_gemm_pair_bf16({a.N, a.K, a.M, {dpre16.data, dpre16.ld, true}, in16, 1.0f, a.dW, a.K},
+                                {a.M, a.K, a.N, dpre16, W16, din_beta, din, a.K}, threads_);
+    }
     if (a.dW != nullptr) linear_gemm(a.N, a.K, a.M, {dpre16.data, dpre16.ld, true}, {in, a.K, false}, 1.0f, a.dW, a.K);
     if (din != nullptr) linear_gemm(a.M, a.K, a.N, dpre16, {a.W, a.K, false}, din_beta, din, a.K);
     return;
+  }
+  if (a.dW != nullptr && din != nullptr) {
+    return cpu_gemm_pair({a.N, a.K, a.M, {dpre, a.N, true}, {in, a.K, false}, 1.0f, a.dW, a.K},
+                         {a.M, a.K, a.N, {dpre, a.N, false}, {a.W, a.K, false}, din_beta, din, a.K}, threads_);
   }
   if (a.dW != nullptr) linear_gemm(a.N, a.K, a.M, {dpre, a.N, true}, {in, a.K, false}, 1.0f, a.dW, a.K);
   if (din != nullptr) linear_gemm(a.M, a.K, a.N, {dpre, a.N, false}, {a.W, a.K, false}, din_beta, din, a.K);

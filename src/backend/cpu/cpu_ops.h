@@ -95,7 +95,7 @@ class CpuOps final : public Ops {
   bool packed_gemm_;  // fp32 inputs on an AVX-512 CPU
   std::unordered_map<const float*, std::unique_ptr<PackedWeight>> packed_;  // by W; counted in held bytes
   std::vector<float> packed_scratch_;
-  std::vector<uint16_t> bf16_a_, bf16_b_;  // converted activations of one GEMM
+  std::vector<uint16_t> bf16_a_, bf16_b_, bf16_c_;  // converted operands of one GEMM or of a backward pair
 
   mutable std::mutex memory_mutex_;
   std::unordered_map<void*, size_t> live_;  // allocation -> requested bytes
