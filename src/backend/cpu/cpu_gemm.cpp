@@ -102,11 +102,13 @@ GemmOperand<T> columns_from(GemmOperand<T> B, int64_t n0) {
   return {B.data + (B.transposed ? n0 * B.ld : n0), B.ld, B.transposed};
 }
 
-// Both products in column slices, each slice one single-threaded call of `gemm` (a call inside
-// the parallel region runs on the calling thread). With an even team each product gets half the
-// threads' worth of slices; with an odd one as many slices as threads, two per thread.
+// Both products in column slices, each slice one single-threaded call of `gemm` (a oneDNN call
+// inside the parallel region runs on the calling thread); its statuses are checked after the
+// region, so no exception leaves it. With an even team each product gets half the threads' worth
+// of slices; with an odd one as many slices as threads, two per thread. On one thread (or inside
+// a parallel region) the two run whole, one after the other.
 template <typename T, typename Gemm>
-void gemm_pair(const GemmCall<T>& first, const GemmCall<T>& second, int threads, Gemm gemm) {
+void gemm_pair(const GemmCall<T>& first, const GemmCall<T>& second, int threads, Gemm gemm, const char* what) {
   const GemmCall<T>* calls[2] = {&first, &second};
   const int team = omp_in_parallel() ? 1 : threads;
   int slices[2], width[2];
@@ -115,29 +117,45 @@ void gemm_pair(const GemmCall<T>& first, const GemmCall<T>& second, int threads,
     width[c] = static_cast<int>(slice_width(calls[c]->N, slices[c]));
   }
   const int tasks = slices[0] + slices[1];
-#pragma omp parallel for schedule(static) num_threads(std::min(team, tasks)) if (team > 1)
-  for (int task = 0; task < tasks; ++task) {
-    const int c = task < slices[0] ? 0 : 1, s = c == 0 ? task : task - slices[0];
-    const GemmCall<T>& g = *calls[c];
-    const int64_t n0 = int64_t{s} * width[c], n = std::min<int64_t>(width[c], g.N - n0);
-    gemm(g.M, n, g.K, g.A, columns_from(g.B, n0), g.beta, g.C + n0, g.ldc);
+  int failed_first = 0, failed_second = 0;  // the largest status of each (dnnl_success is 0)
+  {
+    ScopedTeamSize one(team_size(1));
+#pragma omp parallel for schedule(static) num_threads(std::min(team, tasks)) if (team > 1) \
+    reduction(max : failed_first, failed_second)
+    for (int task = 0; task < tasks; ++task) {
+      const int c = task < slices[0] ? 0 : 1, s = c == 0 ? task : task - slices[0];
+      const GemmCall<T>& g = *calls[c];
+      const int64_t n0 = int64_t{s} * width[c], n = std::min<int64_t>(width[c], g.N - n0);
+      int& failed = c == 0 ? failed_first : failed_second;
+      failed = std::max(failed, gemm(g.M, n, g.K, g.A, columns_from(g.B, n0), g.beta, g.C + n0, g.ldc));
+    }
   }
+  check(static_cast<dnnl_status_t>(failed_first), what, first.M, first.N, first.K);
+  check(static_cast<dnnl_status_t>(failed_second), what, second.M, second.N, second.K);
 }
+
+char op_of(bool transposed) { return transposed ? 'T' : 'N'; }
 
 }  // namespace
 
 void cpu_gemm_pair(const GemmCall<float>& first, const GemmCall<float>& second, int threads) {
-  gemm_pair(first, second, threads, [](int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B,
-                                       float beta, float* C, int64_t ldc) {
-    cpu_gemm(M, N, K, 1.0f, A, B, beta, C, ldc, 1);
-  });
+  gemm_pair(first, second, threads,
+            [](int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B, float beta, float* C,
+               int64_t ldc) {
+              return static_cast<int>(dnnl_sgemm(op_of(A.transposed), op_of(B.transposed), M, N, K, 1.0f, A.data,
+                                                 A.ld, B.data, B.ld, beta, C, ldc));
+            },
+            "cpu_gemm_pair");
 }
 
 void cpu_gemm_pair_bf16(const GemmCall<uint16_t>& first, const GemmCall<uint16_t>& second, int threads) {
-  gemm_pair(first, second, threads, [](int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A,
-                                       GemmOperand<uint16_t> B, float beta, float* C, int64_t ldc) {
-    cpu_gemm_bf16(M, N, K, 1.0f, A, B, beta, C, ldc, 1);
-  });
+  gemm_pair(first, second, threads,
+            [](int64_t M, int64_t N, int64_t K, GemmOperand<uint16_t> A, GemmOperand<uint16_t> B, float beta,
+               float* C, int64_t ldc) {
+              return static_cast<int>(dnnl_gemm_bf16bf16f32(op_of(A.transposed), op_of(B.transposed), M, N, K, 1.0f,
+                                                            A.data, A.ld, B.data, B.ld, beta, C, ldc));
+            },
+            "cpu_gemm_pair_bf16");
 }
 
 void cpu_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<uint16_t> A,
