@@ -40,8 +40,9 @@ struct GemmCall {
 // product's C is cut into column slices and every slice is one single-threaded call, the slices
 // shared out among `threads` threads (on two threads: each product whole on a thread of its own).
 // oneDNN's own split of one product over both threads was slower: bert-large's backward products
-// on 512 tokens, two threads of an AMD EPYC (Zen 4), 187-204 GFLOP/s one after the other against
-// 208-218 at once. The bits depend on the thread count (the slices), not on the timing.
+// on 512 tokens, two threads of an AMD EPYC (Zen 4), took 2167 ms of a micro-batch-4 step one
+// after the other and 1957 at once (tests/bench/bench_op_profile.cpp, linear_bwd). The bits
+// depend on the thread count (the slices), not on the timing.
 void cpu_gemm_pair(const GemmCall<float>& first, const GemmCall<float>& second, int threads);
 void cpu_gemm_pair_bf16(const GemmCall<uint16_t>& first, const GemmCall<uint16_t>& second, int threads);
 
