@@ -66,6 +66,15 @@ int column_slices(int64_t N, int team) {
   return 1;
 }
 
+// oneDNN's name for op(X).
+char op_of(bool transposed) { return transposed ? 'T' : 'N'; }
+
+// op(B)'s columns [n0, ...): B stored [K, N] starts n0 floats later, stored transposed n0 rows later.
+template <typename T>
+GemmOperand<T> columns_from(GemmOperand<T> B, int64_t n0) {
+  return {B.data + (B.transposed ? n0 * B.ld : n0), B.ld, B.transposed};
+}
+
 void check(dnnl_status_t status, const char* what, int64_t M, int64_t N, int64_t K) {
   BERT_CHECK(status == dnnl_success, Code::internal, what, ": oneDNN failed (status ", static_cast<int>(status),
              ") for M=", M, " N=", N, " K=", K);
@@ -83,24 +92,19 @@ void cpu_gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<float> A
 #pragma omp parallel num_threads(slices) reduction(max : failed)
     for (int s = omp_get_thread_num(); s < slices; s += omp_get_num_threads()) {  // fewer threads: more slices each
       const int64_t n0 = s * width, n = std::min(width, N - n0);
-      failed = std::max<int>(failed, dnnl_sgemm('N', 'T', M, n, K, alpha, A.data, A.ld, B.data + n0 * B.ld, B.ld,
-                                                beta, C + n0, ldc));
+      const GemmOperand<float> slice = columns_from(B, n0);
+      failed = std::max<int>(failed, dnnl_sgemm('N', 'T', M, n, K, alpha, A.data, A.ld, slice.data, slice.ld, beta,
+                                                C + n0, ldc));
     }
     return check(static_cast<dnnl_status_t>(failed), "cpu_gemm", M, N, K);
   }
   ScopedTeamSize team(team_size(threads));
-  check(dnnl_sgemm(A.transposed ? 'T' : 'N', B.transposed ? 'T' : 'N', M, N, K, alpha, A.data, A.ld, B.data, B.ld,
-                   beta, C, ldc),
+  check(dnnl_sgemm(op_of(A.transposed), op_of(B.transposed), M, N, K, alpha, A.data, A.ld, B.data, B.ld, beta, C,
+                   ldc),
         "cpu_gemm", M, N, K);
 }
 
 namespace {
-
-// op(B)'s columns [n0, ...): B stored [K, N] starts n0 floats later, stored transposed n0 rows later.
-template <typename T>
-GemmOperand<T> columns_from(GemmOperand<T> B, int64_t n0) {
-  return {B.data + (B.transposed ? n0 * B.ld : n0), B.ld, B.transposed};
-}
 
 // Both products in column slices, each slice one single-threaded call of `gemm` (a oneDNN call
 // inside the parallel region runs on the calling thread); its statuses are checked after the
@@ -134,8 +138,6 @@ void gemm_pair(const GemmCall<T>& first, const GemmCall<T>& second, int threads,
   check(static_cast<dnnl_status_t>(failed_second), what, second.M, second.N, second.K);
 }
 
-char op_of(bool transposed) { return transposed ? 'T' : 'N'; }
-
 }  // namespace
 
 void cpu_gemm_pair(const GemmCall<float>& first, const GemmCall<float>& second, int threads) {
@@ -162,7 +164,7 @@ void cpu_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand<uin
                    GemmOperand<uint16_t> B, float beta, float* C, int64_t ldc, int threads) {
   if (M == 0 || N == 0) return;
   ScopedTeamSize team(team_size(threads));
-  check(dnnl_gemm_bf16bf16f32(A.transposed ? 'T' : 'N', B.transposed ? 'T' : 'N', M, N, K, alpha, A.data, A.ld,
+  check(dnnl_gemm_bf16bf16f32(op_of(A.transposed), op_of(B.transposed), M, N, K, alpha, A.data, A.ld,
                               B.data, B.ld, beta, C, ldc),
         "cpu_gemm_bf16", M, N, K);
 }
