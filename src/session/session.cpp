@@ -268,9 +268,9 @@ Padding Session::padding() const {
   return p;
 }
 
-ModelInputs Session::inputs(const BatchView& batch, bool need_labels, bool recorded) const {
+ModelInputs Session::inputs(const BatchView& batch, bool need_labels, bool fixed_mlm_rows) const {
   Padding p = padding();
-  p.fixed_mlm_rows = recorded;
+  p.fixed_mlm_rows = fixed_mlm_rows;
   return build_model_inputs(batch, config_.model, config_.task, config_.train.micro_batch, config_.data.max_seq_length,
                             config_.data.max_predictions_per_seq, p, need_labels);
 }
@@ -313,7 +313,12 @@ StepStats Session::forward_backward(const BatchView& batch, bool last_of_step) {
   require_training("bert_forward_backward");
   return abortable([&] {
     const auto t0 = Clock::now();
-    ModelInputs in = inputs(batch, true, config_.train.cuda_graphs);
+    // On a GPU (or the cost model of one: a backend holding no values) every training micro-batch
+    // takes fixed MLM rows, recorded or not: the MLM head's GEMMs then have one shape per batch
+    // size, and cuBLASLt one algorithm (one summation order) for them, so a run with CUDA graphs
+    // gives the bits of the run without.
+    const bool gpu = ops_->device() >= 0 || !ops_->holds_values();
+    ModelInputs in = inputs(batch, true, config_.train.cuda_graphs || gpu);
     DropoutStream drop;
     drop.enabled = config_.train.dropout;
     drop.seed = config_.train.seed + kDropoutRankStride * static_cast<uint64_t>(comm_->rank());

@@ -152,8 +152,8 @@ class Session {
   const ParamEntry& entry(const std::string& name, size_t count) const;
   // How batches become token rows: data.unpad and data.pad_to_multiple, or per length bin when recorded.
   Padding padding() const;
-  // Recorded (CUDA graph) work takes fixed MLM rows (Padding::fixed_mlm_rows).
-  ModelInputs inputs(const BatchView& batch, bool need_labels = true, bool recorded = false) const;
+  // fixed_mlm_rows: Padding::fixed_mlm_rows (recorded work, and any training on a GPU).
+  ModelInputs inputs(const BatchView& batch, bool need_labels = true, bool fixed_mlm_rows = false) const;
   // Throws Error(unsupported) naming `call` in an inference session.
   void require_training(const char* call) const;
   // last_of_step: the final micro-batch before the all-reduce, whose backward may start it.

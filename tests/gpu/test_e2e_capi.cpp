@@ -435,9 +435,10 @@ void expect_graphs_replay_bitwise(bool fused_attention) {
 // second appearance (the first runs directly and grows scratch buffers); a recording is made again
 // after the backend freed memory (the first optimizer step grows its scratch buffers), so there
 // are at most two per bin. The optimizer step is recorded too (in step 2) and replayed in step 3.
-// (On a GPU the fixed MLM row count is another GEMM shape for the MLM head than the direct run's;
-// should cuBLASLt's heuristic pick another algorithm for it, the parameters would differ in the
-// last bits and this test says how many.)
+// Both runs give the MLM head fixed rows (B · max_predictions, as every training micro-batch on a
+// GPU has): with the labelled rows only, the direct run's MLM GEMMs had other shapes, for which
+// cuBLASLt chose other algorithms on an H200, and from step 2 on its losses differed in the last
+// bits (11.088672 against the graphed run's 11.088602).
 TEST(EndToEnd, CudaGraphsReplayTheStepBitwise) { expect_graphs_replay_bitwise(false); }
 
 // The same with cuDNN's fused attention recorded in the graphs: its dropout seed is folded on the

@@ -388,7 +388,7 @@ TEST_F(FusedAttention, SixteenBitActivationsGiveTheFp32PathsResultsBitwise) {
 // a backward given another buffer as ctx is refused, naming both.
 TEST_F(FusedAttention, ABackwardGivenAnotherCtxThanItsForwardsIsRefused) {
   auto gpu = fused_ops("bf16", false, true);
-  const Case& c = cases().front();
+  const Case c = cases().front();  // a copy: cases() returns a temporary
   const int64_t T = c.layout.total_tokens();
   std::vector<float> bias;
   std::vector<bool> valid;

@@ -172,8 +172,11 @@ void expect_cost_model_matches_emulator(bool unpad) {
               100 * (total_model / total_emulator - 1));
   EXPECT_NEAR(total_model, total_emulator, kByteTolerance * total_emulator);
 
-  // Tokens, sequence lengths and masked rows as the model reads the batch.
-  const ModelInputs in = build_model_inputs(v, config.model, config.task, B, S, P, bert::Padding{config.data.unpad}, true);
+  // Tokens, sequence lengths and masked rows as the model reads the batch: on a GPU, P MLM rows
+  // per sequence (Padding::fixed_mlm_rows), the unlabelled ones too.
+  bert::Padding padding{config.data.unpad};
+  padding.fixed_mlm_rows = true;
+  const ModelInputs in = build_model_inputs(v, config.model, config.task, B, S, P, padding, true);
   if (unpad) {
     ASSERT_EQ(in.layout.uniform_length(), 0) << "the batch should have sequences of several lengths";
   }
