@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <unordered_set>
@@ -69,6 +70,29 @@ DeviceModel device_model(const std::string& name) {
     // backward). Shorter sequences reach less, so phase 1 (128) predictions with it are optimistic.
     d.fused_attention_fwd_flops = 335e12;
     d.fused_attention_bwd_flops = 266e12;
+  } else if (name == "h200") {
+    // Measured, not the datasheet: one lent H200 SXM (2026-11-29; driver 580.159.04, CUDA 13.0,
+    // cuBLASLt 13.1, cuDNN 9.19). Peaks: a bf16 8192³ GEMM, 789 TFLOP/s, and a device-to-device
+    // copy, 4.3 TB/s (the workplace's record of such machines); TF32, fp32 and the links are the
+    // H100's datasheet rates (the same chip; not measured). What BERT-large reached, from
+    // bench_op_profile of phase 1 (seq 128, micro-batch 64) and phase 2 (seq 512, 16) in bf16 with
+    // the fused attention, each op's time less the profile's wait after every op (11 µs: the
+    // profiled step less the unprofiled one, over its op calls): the dense layers' kernels 79% of
+    // their roofline time, the fused residual LayerNorms 24%, LAMB 72%; cuDNN's attention 89 / 97
+    // TFLOP/s forward / backward at seq 128 and 153 / 245 at seq 512. CUDA graphs saved 0.94 ms of
+    // phase 1's 990 launches: about 1 µs each (the host queues ahead of the GPU).
+    d.tensor16_flops = 789e12;
+    d.tf32_flops = 494e12;
+    d.fp32_flops = 67e12;
+    d.bandwidth = 4.3e12;
+    d.host_link = 55e9;
+    d.gpu_link = 450e9;
+    d.fused_attention_by_length = {{128, 89e12, 97e12}, {512, 153e12, 245e12}};
+    d.fused_attention_fwd_flops = 153e12;
+    d.fused_attention_bwd_flops = 245e12;
+    d.kind_efficiency = {{"gemm", 0.79}, {"activation", 0.79}, {"bias grad", 0.79}, {"cast (weights)", 0.79},
+                         {"layernorm", 0.24}, {"optimizer", 0.72}};
+    d.launch_seconds = 1e-6;
   } else if (name == "a100") {  // A100 80 GB SXM4: HBM2e, PCIe Gen4 x16
     d.tensor16_flops = 312e12;
     d.tf32_flops = 156e12;
@@ -77,7 +101,7 @@ DeviceModel device_model(const std::string& name) {
     d.host_link = 25e9;
     d.gpu_link = 300e9;  // NVLink 3, each direction
   } else {
-    fail(Code::invalid_argument, "unknown device '", name, "' (known: h100, a100)");
+    fail(Code::invalid_argument, "unknown device '", name, "' (known: h100, a100, h200)");
   }
   return d;
 }
@@ -654,6 +678,11 @@ double fused_attention_flops(const AttentionLayout& layout, int heads, int head_
   return 4.0 * head_dim * static_cast<double>(layout.probs_elems(heads));  // heads · Σ L² scores
 }
 
+// Σ L² / Σ L: the sequence length the FLOPs are spent at (KernelCost::attention_length).
+double attention_length(const AttentionLayout& layout, int heads) {
+  return static_cast<double>(layout.probs_elems(heads)) / heads / static_cast<double>(layout.total_tokens());
+}
+
 }  // namespace
 
 // CudnnAttention::upload_table: the dropout seed folded on the device (reading the step, writing
@@ -685,6 +714,7 @@ void CostModelOps::fused_attention_fwd(const void* saved, const AttentionLayout&
   KernelCost& k = add(op, "fused attention", fused_attention_flops(layout, heads, head_dim),
                       3 * T * H * kLowpBytes, T * H * kLowpBytes + 4.0 * T * heads);
   k.unit = MathUnit::fused_attention_fwd;
+  k.attention_length = attention_length(layout, heads);
 }
 
 void CostModelOps::fused_attention_bwd(const AttentionLayout& layout, int heads, int head_dim, bool dropout) {
@@ -698,10 +728,30 @@ void CostModelOps::fused_attention_bwd(const AttentionLayout& layout, int heads,
   KernelCost& k = add(op, "fused attention", 2.5 * fused_attention_flops(layout, heads, head_dim),
                       4 * T * H * kLowpBytes + 8.0 * T * heads, 2 * T * H * kLowpBytes + 4.0 * T * H);
   k.unit = MathUnit::fused_attention_bwd;
+  k.attention_length = attention_length(layout, heads);
   add(op, "fused attention", 0, 4.0 * T * H, T * H * kLowpBytes);
 }
 
 // ---- prediction ----------------------------------------------------------------------------------
+
+namespace {
+
+// The fused attention's rate for a kernel of k's attention length (DeviceModel::fused_attention_by_length).
+double fused_attention_rate(const KernelCost& k, const DeviceModel& d) {
+  const bool fwd = k.unit == MathUnit::fused_attention_fwd;
+  const auto& at = d.fused_attention_by_length;
+  if (at.empty()) return fwd ? d.fused_attention_fwd_flops : d.fused_attention_bwd_flops;
+  auto rate = [fwd](const DeviceModel::AttentionRates& r) { return fwd ? r.fwd_flops : r.bwd_flops; };
+  if (k.attention_length <= at.front().length) return rate(at.front());
+  for (size_t i = 1; i < at.size(); ++i) {
+    if (k.attention_length > at[i].length) continue;
+    const double f = std::log(k.attention_length / at[i - 1].length) / std::log(at[i].length / at[i - 1].length);
+    return rate(at[i - 1]) * std::pow(rate(at[i]) / rate(at[i - 1]), f);
+  }
+  return rate(at.back());
+}
+
+}  // namespace
 
 double kernel_seconds(const KernelCost& k, const DeviceModel& d) {
   double peak = d.fp32_flops;
@@ -709,12 +759,13 @@ double kernel_seconds(const KernelCost& k, const DeviceModel& d) {
     case MathUnit::tensor16: peak = d.tensor16_flops; break;
     case MathUnit::tf32: peak = d.tf32_flops; break;
     case MathUnit::fp32: break;
-    case MathUnit::fused_attention_fwd: peak = d.fused_attention_fwd_flops; break;
-    case MathUnit::fused_attention_bwd: peak = d.fused_attention_bwd_flops; break;
+    case MathUnit::fused_attention_fwd:
+    case MathUnit::fused_attention_bwd: peak = fused_attention_rate(k, d); break;
   }
   BERT_CHECK(peak > 0, Code::invalid_argument, "no ", k.kind, " rate is known for device '", d.name,
              "' (", k.op, ")");
   double t = std::max(k.flops / peak, (k.read_bytes + k.write_bytes) / d.bandwidth);
+  if (const auto e = d.kind_efficiency.find(k.kind); e != d.kind_efficiency.end()) t /= e->second;
   t += k.host_bytes / d.host_link;
   if (k.link_bytes > 0) {
     BERT_CHECK(d.gpu_link > 0, Code::invalid_argument, "no link bandwidth between GPUs is known for device '", d.name,

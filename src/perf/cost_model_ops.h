@@ -35,11 +35,22 @@ struct DeviceModel {
   // cuDNN's fused attention (bf16, head dim 64, no causal mask), FLOP/s reached forward and
   // backward; 0: not known for this device (the cost model then refuses the fused attention).
   double fused_attention_fwd_flops = 0, fused_attention_bwd_flops = 0;
+  // Where measured at more than one sequence length (cuDNN reaches less on short sequences): the
+  // rates at each measured length, by the kernel's attention length (KernelCost); between two
+  // lengths the rate follows a power law, outside them it stays at the nearest one's.
+  struct AttentionRates {
+    double length, fwd_flops, bwd_flops;
+  };
+  std::vector<AttentionRates> fused_attention_by_length;  // by increasing length
+  // A measured device: the share of its roofline time (max(FLOPs / peak, bytes / bandwidth)) each
+  // kernel kind (KernelCost::kind) reached; a kind not listed reaches all of it.
+  std::map<std::string, double> kind_efficiency;
   double launch_seconds = 4e-6;     // per kernel launch or copy outside a CUDA graph
   double host_wait_seconds = 10e-6;  // per host wait for the stream (never graphed)
 };
 
-// "h100" (SXM) or "a100" (80 GB SXM); Error(invalid_argument) naming the known ones otherwise.
+// "h100" (SXM) or "a100" (80 GB SXM) at their datasheet rates, or "h200" as measured (BERT-large
+// on a lent H200); Error(invalid_argument) naming the known ones otherwise.
 DeviceModel device_model(const std::string& name);
 
 // One kernel (or copy) as CudaOps would launch it.
@@ -50,6 +61,7 @@ struct KernelCost {
   double read_bytes = 0, write_bytes = 0;  // device memory
   double host_bytes = 0;                   // over the host link (copies count here only)
   MathUnit unit = MathUnit::fp32;
+  double attention_length = 0;  // the fused attention's kernels: Σ L² / Σ L over the sequences
   int launches = 1;        // launches (or copies) this entry stands for
   bool host_wait = false;  // the host waits for the stream after it
   bool graphed = false;    // replayed in a CUDA graph (Ops::record): no launch cost

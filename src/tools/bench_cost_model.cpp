@@ -289,10 +289,12 @@ int run_cost_model(const CostModelRequest& q) {
     const bool lowp = low_precision(q);
     const char* precision = bert::precision_name(q.precision);
     const bert::CostModelOptions options = requested_options(q);
-    std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s activations, %s\n",
+    std::printf("PREDICTION (cost model, not a measurement): %s, %s, %.0f TFLOP/s %s, %.2f TB/s, %s activations, %s%.0f us "
+                "per %slaunch%s\n",
                 q.device.c_str(), precision, gemm_peak / 1e12, lowp ? "16-bit" : precision,
                 device.bandwidth / 1e12, options.activations_16bit ? precision : "fp32",
-                q.graphed ? "micro-batches graphed (no launch cost inside), 4 us per other launch" : "4 us per launch");
+                q.graphed ? "micro-batches graphed (no launch cost inside), " : "", device.launch_seconds * 1e6,
+                q.graphed ? "other " : "", device.kind_efficiency.empty() ? "" : ", kernel kinds at their measured share of the roofline");
     nlohmann::json summary = {{"cost_model", q.device},
                               {"precision", precision},
                               {"graphed", q.graphed},

@@ -7,9 +7,9 @@
 // times steps on DLE/MLPerf shards instead (real sequence lengths; --unpad 1 drops the padding,
 // and tokens/s then counts real tokens; --length-bins 1 reads `bert-prep bins` output, each batch
 // from one bin). --accumulation N makes a step N micro-batches of --batch (gradient accumulation,
-// as DLE's phase 2 runs: the optimizer step is shared by N micro-batches). --cost-model h100|a100
-// runs the step on the cost model instead and prints its prediction for that GPU
-// (bench_cost_model.h).
+// as DLE's phase 2 runs: the optimizer step is shared by N micro-batches). --cost-model h100|a100|h200
+// runs the step on the cost model instead and prints its prediction for that GPU (h200: rates
+// measured on one; bench_cost_model.h).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +44,7 @@ constexpr const char* kUsage =
     "                  [--fused-attention 0|1] [--peak-tflops T] [--data SHARD_DIR] [--unpad 0|1]\n"
     "                  [--length-bins 0|1] (--data holds bin_0, bin_1, ...: each batch from one bin)\n"
     "                  [--graphed 0|1] (cuda: each micro-batch replayed as a CUDA graph)\n"
-    "       bert-bench --cost-model h100|a100 [--model ...] [--batch B] [--accumulation N] [--seq S]\n"
+    "       bert-bench --cost-model h100|a100|h200 [--model ...] [--batch B] [--accumulation N] [--seq S]\n"
     "                  [--precision P]\n"
     "                  [--peak-tflops T] [--bandwidth TB/s] [--graphed 0|1] [--world N]\n"
     "                  [--link-gbs GB/s] [--bucket-mb MB] [--wire-precision fp32|bf16|fp16]\n"

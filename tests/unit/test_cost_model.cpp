@@ -6,6 +6,8 @@
 // own stream beside the kernels.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 
 #include "core/error.h"
@@ -76,6 +78,26 @@ TEST(CostModel, KernelTimeIsTheRooflinePlusLaunch) {
   EXPECT_NEAR(kernel_seconds(copy, device_model("a100")), 6.7e9 / 2.0e12, 1e-12);
 }
 
+// A measured device's kernel kinds take their roofline time over the share of it they reached.
+TEST(CostModel, MeasuredKindsTakeTheirShareOfTheRoofline) {
+  DeviceModel d = device_model("h100");
+  d.kind_efficiency = {{"layernorm", 0.25}};
+  KernelCost layernorm;
+  layernorm.kind = "layernorm";
+  layernorm.read_bytes = 3.35e9;  // 1 ms of bandwidth
+  layernorm.graphed = true;
+  EXPECT_NEAR(kernel_seconds(layernorm, d), 4e-3, 1e-12);
+  KernelCost other = layernorm;
+  other.kind = "activation";  // not listed: all of the roofline
+  EXPECT_NEAR(kernel_seconds(other, d), 1e-3, 1e-12);
+  layernorm.graphed = false;  // the launch is not scaled
+  EXPECT_NEAR(kernel_seconds(layernorm, d), 4e-3 + 4e-6, 1e-12);
+  const DeviceModel h200 = device_model("h200");
+  EXPECT_EQ(h200.tensor16_flops, 789e12);
+  EXPECT_EQ(h200.bandwidth, 4.3e12);
+  for (const auto& [kind, share] : h200.kind_efficiency) EXPECT_TRUE(share > 0 && share <= 1) << kind;
+}
+
 // Two streams: collectives start once the kernels before them are done and run beside the later
 // ones; a join makes the kernels wait for them. Rows add each entry's own time.
 TEST(CostModel, CollectivesOverlapTheKernelsQueuedAfterThemUntilAJoin) {
@@ -129,7 +151,7 @@ TEST(CostModel, UnknownDevicesAndPrecisionsAreRefused) {
     device_model("v100");
     FAIL() << "v100 is not modelled";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown device 'v100' (known: h100, a100)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown device 'v100' (known: h100, a100, h200)"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_precision("int8"), Error);
   CostModelOptions tf32;
@@ -182,10 +204,28 @@ TEST(CostModel, FusedAttentionRunsAtCudnnsPublishedRate) {
   EXPECT_EQ(k[3].write_bytes, 2.0 * T * H + 4.0 * T * heads);
   EXPECT_EQ(k[7].unit, MathUnit::fused_attention_bwd);
   EXPECT_EQ(k[7].flops, 2.5 * fwd_flops);
+  EXPECT_DOUBLE_EQ(k[3].attention_length, (3.0 * 3 + 5 * 5) / T) << "sum of L^2 over sum of L";
+  EXPECT_DOUBLE_EQ(k[7].attention_length, k[3].attention_length);
   KernelCost big = k[3];
   big.flops = 335e9;  // one millisecond at cuDNN's forward rate
   big.graphed = true;
   EXPECT_NEAR(kernel_seconds(big, device_model("h100")), 1e-3, 1e-12);
+  // The H200's rates were measured at lengths 128 and 512: below 128 the rate at 128, between
+  // them a power law (at 256, the geometric mean of the two), above 512 the rate at 512.
+  const DeviceModel h200 = device_model("h200");
+  ASSERT_EQ(h200.fused_attention_by_length.size(), 2u);
+  const DeviceModel::AttentionRates at128 = h200.fused_attention_by_length[0], at512 = h200.fused_attention_by_length[1];
+  big.flops = 1e9;
+  big.read_bytes = big.write_bytes = 0;
+  for (auto [length, rate] : {std::pair{std::min(k[3].attention_length, 100.0), at128.fwd_flops},
+                              std::pair{128.0, at128.fwd_flops}, std::pair{256.0, std::sqrt(at128.fwd_flops * at512.fwd_flops)},
+                              std::pair{512.0, at512.fwd_flops}, std::pair{4096.0, at512.fwd_flops}}) {
+    big.attention_length = length;
+    EXPECT_NEAR(kernel_seconds(big, h200), 1e9 / rate, 1e-9 / rate) << "length " << length;
+  }
+  big.unit = MathUnit::fused_attention_bwd;
+  big.attention_length = 256;
+  EXPECT_NEAR(kernel_seconds(big, h200), 1e9 / std::sqrt(at128.bwd_flops * at512.bwd_flops), 1e-15);
   try {
     kernel_seconds(k[3], device_model("a100"));
     FAIL() << "no fused-attention rate is known for an A100";
