@@ -81,12 +81,10 @@ DeviceModel device_model(const std::string& name) {
     // their roofline time, the fused residual LayerNorms 24%, LAMB 72%; cuDNN's attention 89 / 97
     // TFLOP/s forward / backward at seq 128 and 153 / 245 at seq 512. CUDA graphs saved 0.94 ms of
     // phase 1's 990 launches: about 1 µs each (the host queues ahead of the GPU).
+    d = device_model("h100");
+    d.name = name;
     d.tensor16_flops = 789e12;
-    d.tf32_flops = 494e12;
-    d.fp32_flops = 67e12;
     d.bandwidth = 4.3e12;
-    d.host_link = 55e9;
-    d.gpu_link = 450e9;
     d.fused_attention_by_length = {{128, 89e12, 97e12}, {512, 153e12, 245e12}};
     d.fused_attention_fwd_flops = 153e12;
     d.fused_attention_bwd_flops = 245e12;
