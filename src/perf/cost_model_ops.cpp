@@ -86,8 +86,6 @@ DeviceModel device_model(const std::string& name) {
     d.tensor16_flops = 789e12;
     d.bandwidth = 4.3e12;
     d.fused_attention_by_length = {{128, 89e12, 97e12}, {512, 153e12, 245e12}};
-    d.fused_attention_fwd_flops = 153e12;
-    d.fused_attention_bwd_flops = 245e12;
     d.kind_efficiency = {{"gemm", 0.79}, {"activation", 0.79}, {"bias grad", 0.79}, {"cast (weights)", 0.79},
                          {"layernorm", 0.24}, {"optimizer", 0.72}};
     d.launch_seconds = 1e-6;
