@@ -1,5 +1,6 @@
 // The forward products of an inference call on few rows, oneDNN's sgemm (cpu_gemm) against the
-// packed weights (cpu_packed_gemm.h) in the same run: each product of a layer (qkv, attention
+// packed weights (cpu_packed_gemm.h) in the same run, and on CPUs that multiply bf16 natively
+// oneDNN's bf16 GEMM (cpu_gemm_bf16) against the reordered bf16 weights (cpu_packed_gemm_bf16.h): each product of a layer (qkv, attention
 // output, feed-forward up and down) on M rows, with L distinct weight sets taken in turn as the
 // layers of a forward pass take theirs (L = 12: larger than the caches, so each call reads its
 // weights from memory), the two timed in alternation, calls of one set after another. A benchmark:
@@ -17,6 +18,7 @@
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_packed_gemm.h"
+#include "backend/cpu/cpu_packed_gemm_bf16.h"
 
 namespace {
 
@@ -84,6 +86,33 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * rows * s.n * s.k * layers * 1e-9;
     std::printf("%-14s %6d %6d %14.1f %14.1f %6.2fx\n", s.name, s.n, s.k, flops / best_dnnl, flops / best_packed,
                 best_dnnl / best_packed);
+    if (!cpu_has_native_bf16()) continue;
+    // bf16: X and the weights rounded once (as the engine's bf16 copy), the reordered copies made
+    // from the fp32 weights.
+    std::vector<uint16_t> X16(X.size());
+    floats_to_bf16(X16.data(), X.data(), static_cast<int64_t>(X.size()));
+    std::vector<std::vector<uint16_t>> W16;
+    std::vector<std::unique_ptr<PackedWeightBf16>> reordered;
+    for (const auto& w : W) {
+      W16.emplace_back(w.size());
+      floats_to_bf16(W16.back().data(), w.data(), static_cast<int64_t>(w.size()));
+      reordered.push_back(std::make_unique<PackedWeightBf16>(w.data(), s.n, s.k, threads));
+    }
+    double best_gemm16 = 1e30, best_reordered = 1e30;
+    for (int r = 0; r <= rounds; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int l = 0; l < layers; ++l) {
+        cpu_gemm_bf16(rows, s.n, s.k, 1.0f, {X16.data(), s.k, false}, {W16[l].data(), s.k, true}, 0.0f, C.data(),
+                      s.n, threads);
+      }
+      const double gemm16 = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      for (int l = 0; l < layers; ++l) reordered[l]->multiply(rows, X16.data(), nullptr, C.data(), threads);
+      const double re = seconds_since(t0);
+      if (r > 0) best_gemm16 = std::min(best_gemm16, gemm16), best_reordered = std::min(best_reordered, re);
+    }
+    std::printf("%-14s %6d %6d %14.1f %14.1f %6.2fx   (bf16: GEMM, reordered)\n", s.name, s.n, s.k,
+                flops / best_gemm16, flops / best_reordered, best_gemm16 / best_reordered);
   }
   return 0;
 }

@@ -21,22 +21,16 @@ extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_di
                                                dnnl_dim_t ldb, float beta, float* C, dnnl_dim_t ldc);
 
 namespace bert {
+
+ScopedTeamSize::ScopedTeamSize(int threads) : previous_(omp_get_max_threads()) {
+  if (threads != previous_) omp_set_num_threads(threads);
+}
+
+ScopedTeamSize::~ScopedTeamSize() {
+  if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+}
+
 namespace {
-
-class ScopedTeamSize {
- public:
-  explicit ScopedTeamSize(int threads) : previous_(omp_get_max_threads()) {
-    if (threads != previous_) omp_set_num_threads(threads);
-  }
-  ~ScopedTeamSize() {
-    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
-  }
-  ScopedTeamSize(const ScopedTeamSize&) = delete;
-  ScopedTeamSize& operator=(const ScopedTeamSize&) = delete;
-
- private:
-  int previous_;
-};
 
 // Inside a parallel region oneDNN runs on the calling thread; its team size is not ours to set.
 int team_size(int threads) { return omp_in_parallel() ? omp_get_max_threads() : threads; }

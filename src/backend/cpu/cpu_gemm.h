@@ -46,6 +46,19 @@ struct GemmCall {
 void cpu_gemm_pair(const GemmCall<float>& first, const GemmCall<float>& second, int threads);
 void cpu_gemm_pair_bf16(const GemmCall<uint16_t>& first, const GemmCall<uint16_t>& second, int threads);
 
+// Sets the calling thread's OpenMP team size (oneDNN sizes its team by omp_get_max_threads())
+// for the object's life and puts the host's back after.
+class ScopedTeamSize {
+ public:
+  explicit ScopedTeamSize(int threads);
+  ~ScopedTeamSize();
+  ScopedTeamSize(const ScopedTeamSize&) = delete;
+  ScopedTeamSize& operator=(const ScopedTeamSize&) = delete;
+
+ private:
+  int previous_;
+};
+
 // dst[i] = src[i] as bf16 bits, rounded to nearest even (NaN stays a quiet NaN): bit for bit
 // core/half.h's float_to_bf16_bits, vectorised for the CPU it runs on (the operands of
 // cpu_gemm_bf16 and the weights' bf16 copy are made by it).

@@ -51,7 +51,9 @@ void CpuOps::weights_changed() {
   weights_bf16_fresh_ = false;
   size_t freed = 0;
   for (const auto& [W, packed] : packed_) freed += packed->bytes();
+  for (const auto& [W, packed] : packed_bf16_) freed += packed->bytes();
   packed_.clear();
+  packed_bf16_.clear();
   count_held_bytes(-static_cast<int64_t>(freed));
 }
 
@@ -59,20 +61,42 @@ bool CpuOps::is_weight(const float* p, int64_t elems) const {
   return weights_ != nullptr && p >= weights_ && p + elems <= weights_ + weight_count_;
 }
 
-const PackedWeight* CpuOps::packed_weight(const float* W, int64_t M, int64_t N, int64_t K) {
-  if (!packed_gemm_ || M > kPackedGemmMaxRows || !is_weight(W, N * K)) return nullptr;
-  auto it = packed_.find(W);
-  if (it != packed_.end() && !it->second->packs(N, K)) {  // the same start read as another shape
+namespace {
+
+// map[W], made by make() when there is none or when it packs another shape (W's start read as
+// another matrix); the held bytes follow. An entry is made only once packed: a failed allocation
+// leaves none.
+template <typename Packed, typename Make, typename Count>
+Packed* find_or_pack(std::unordered_map<const float*, std::unique_ptr<Packed>>& map, const float* W, int64_t N,
+                     int64_t K, Make make, Count count_held_bytes) {
+  auto it = map.find(W);
+  if (it != map.end() && !it->second->packs(N, K)) {
     count_held_bytes(-static_cast<int64_t>(it->second->bytes()));
-    packed_.erase(it);
-    it = packed_.end();
+    map.erase(it);
+    it = map.end();
   }
-  if (it == packed_.end()) {  // packed before it is entered: a failed allocation leaves no entry
-    auto packed = std::make_unique<PackedWeight>(W, N, K, threads_);
+  if (it == map.end()) {
+    std::unique_ptr<Packed> packed = make();
     count_held_bytes(static_cast<int64_t>(packed->bytes()));
-    it = packed_.emplace(W, std::move(packed)).first;
+    it = map.emplace(W, std::move(packed)).first;
   }
   return it->second.get();
+}
+
+}  // namespace
+
+const PackedWeight* CpuOps::packed_weight(const float* W, int64_t M, int64_t N, int64_t K) {
+  if (!packed_gemm_ || M > kPackedGemmMaxRows || !is_weight(W, N * K)) return nullptr;
+  return find_or_pack(
+      packed_, W, N, K, [&] { return std::make_unique<PackedWeight>(W, N, K, threads_); },
+      [this](int64_t delta) { count_held_bytes(delta); });
+}
+
+PackedWeightBf16* CpuOps::packed_weight_bf16(const float* W, int64_t N, int64_t K) {
+  if (!bf16_gemm_inputs_ || !is_weight(W, N * K)) return nullptr;
+  return find_or_pack(
+      packed_bf16_, W, N, K, [&] { return std::make_unique<PackedWeightBf16>(W, N, K, threads_); },
+      [this](int64_t delta) { count_held_bytes(delta); });
 }
 
 GemmOperand<uint16_t> CpuOps::bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
@@ -119,6 +143,10 @@ void CpuOps::linear_fwd_impl(const LinearFwdArgs& a) {
   if (const PackedWeight* packed = a.forward_only ? packed_weight(a.W, a.M, a.N, a.K) : nullptr) {
     packed_scratch_.resize(std::max(packed_scratch_.size(), PackedWeight::scratch_floats(a.M, threads_)));
     packed->multiply(a.M, in, a.K, bias, gemm_out, a.N, threads_, packed_scratch_.data());
+    bias = nullptr;
+  } else if (PackedWeightBf16* packed16 = a.forward_only ? packed_weight_bf16(a.W, a.N, a.K) : nullptr) {
+    const GemmOperand<uint16_t> in16 = bf16_operand({in, a.K, false}, a.M, a.K, bf16_a_);  // dense: ld K
+    packed16->multiply(a.M, in16.data, bias, gemm_out, threads_);
     bias = nullptr;
   } else {
     linear_gemm(a.M, a.N, a.K, {in, a.K, false}, {a.W, a.K, true}, 0.0f, gemm_out, a.N);

@@ -7,7 +7,8 @@
 // layers multiply bf16 copies of their inputs and weights with fp32 accumulation and output; the
 // weights' copy is refreshed after weights_changed(), everything else stays fp32.
 // For forward-only products on few rows (inference, evaluation) the weight matrices are also
-// packed (cpu_packed_gemm.h), each on its first such product after weights_changed().
+// packed (cpu_packed_gemm.h; with bf16 GEMM inputs reordered for oneDNN's matmul,
+// cpu_packed_gemm_bf16.h), each on its first such product after weights_changed().
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_packed_gemm.h"
+#include "backend/cpu/cpu_packed_gemm_bf16.h"
 #include "backend/ops.h"
 
 namespace bert {
@@ -68,6 +70,9 @@ class CpuOps final : public Ops {
   // there is none; null where the product stays with oneDNN (not a weight, bf16 inputs, more
   // than kPackedGemmMaxRows rows, no AVX-512).
   const PackedWeight* packed_weight(const float* W, int64_t M, int64_t N, int64_t K);
+  // The same for bf16 GEMM inputs, on any number of rows: W's reordered bf16 copy, made now if
+  // there is none; null for fp32 inputs or W not a weight.
+  PackedWeightBf16* packed_weight_bf16(const float* W, int64_t N, int64_t K);
   // X (rows x cols as stored) in bf16: the weights' copy when X is a weight matrix, else
   // converted into `scratch`.
   GemmOperand<uint16_t> bf16_operand(GemmOperand<float> X, int64_t rows, int64_t cols,
@@ -95,6 +100,7 @@ class CpuOps final : public Ops {
   bool packed_gemm_;  // fp32 inputs on an AVX-512 CPU
   std::unordered_map<const float*, std::unique_ptr<PackedWeight>> packed_;  // by W; counted in held bytes
   std::vector<float> packed_scratch_;
+  std::unordered_map<const float*, std::unique_ptr<PackedWeightBf16>> packed_bf16_;  // likewise
   std::vector<uint16_t> bf16_a_, bf16_b_, bf16_c_;  // converted operands of one GEMM or of a backward pair
 
   mutable std::mutex memory_mutex_;
