@@ -42,6 +42,7 @@ usage: /usr/bin/python3 tests/bench/bench_cpu.py --build build [--native-build D
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -165,6 +166,9 @@ def without_openblas_overrides(threads):
 
 
 def python_version_of(python, module):
+    """The module's version under that Python; "" where the module or the Python itself is missing."""
+    if not shutil.which(python):
+        return ""
     out = subprocess.run([python, "-c", f"import {module}; print({module}.__version__)"], capture_output=True, text=True)
     return out.stdout.strip() if out.returncode == 0 else ""
 
