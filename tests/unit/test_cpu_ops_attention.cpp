@@ -2,11 +2,18 @@
 // different lengths with masked keys, with and without dropout (mask drawn at the index of each
 // probability in the saved probs array); backward against finite differences (small case) and a
 // double-precision backward (larger case); bitwise determinism across runs and thread counts.
+// With bf16 GEMM inputs (CPUs with AVX512-BF16 or AMX): within bf16 rounding of the same double
+// references, not equal to the fp32 results (the bf16 products ran), the same bits on 1 and 3 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/philox.h"
@@ -233,6 +240,44 @@ TEST_P(CpuAttention, BitwiseEqualAcrossRunsAndThreadCounts) {
     EXPECT_EQ(ctx, first_ctx) << threads << " threads";
     EXPECT_EQ(dqkv, first_dqkv) << threads << " threads";
   }
+}
+
+// max |a - b| over max |b|.
+double relative_gap(const std::vector<float>& a, const std::vector<double>& b) {
+  double gap = 0.0, scale = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    gap = std::max(gap, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return gap / scale;
+}
+
+TEST_P(CpuAttention, Bf16GemmInputsStayWithinRoundingOfTheDoubleReference) {
+  if (!cpu_has_native_bf16()) GTEST_SKIP() << "bf16 GEMM inputs need AVX512-BF16 or AMX; oneDNN sees " << cpu_isa_name();
+  const DropoutSite site = attention_site(GetParam());
+  const AttnCase c = large_case();
+  const std::vector<float> dctx = random_floats(c.T() * c.H(), 6);
+  const Reference r = reference_attention(c, site, &dctx);
+  std::vector<float> results[3][2];  // [fp32, bf16 on 1 thread, bf16 on 3][ctx, dqkv]
+  const std::pair<int, bool> runs[3] = {{2, false}, {1, true}, {3, true}};
+  for (int i = 0; i < 3; ++i) {
+    CpuOps ops(runs[i].first, runs[i].second);
+    std::vector<float> probs, &ctx = results[i][0], &dqkv = results[i][1];
+    run_forward(ops, c, site, ctx, probs);
+    dqkv.assign(c.qkv.size(), 55.0f);
+    ops.attention_bwd({dqkv.data(), dctx.data(), ctx.data(), c.qkv.data(), probs.data(), c.layout, c.heads,
+                       c.head_dim, site});
+  }
+  // bf16 keeps 8 bits of mantissa (2^-9 relative per operand); the sums run over at most 50 terms.
+  const double ctx_gap = relative_gap(results[1][0], r.ctx), dqkv_gap = relative_gap(results[1][1], r.dqkv);
+  EXPECT_LT(ctx_gap, 1e-2);
+  EXPECT_LT(dqkv_gap, 2e-2);
+  EXPECT_GT(ctx_gap, 10 * relative_gap(results[0][0], r.ctx)) << "as close as fp32: the bf16 products did not run";
+  EXPECT_GT(dqkv_gap, 10 * relative_gap(results[0][1], r.dqkv)) << "as close as fp32: the bf16 products did not run";
+  EXPECT_EQ(results[2][0], results[1][0]) << "ctx on 3 threads";
+  EXPECT_EQ(results[2][1], results[1][1]) << "dqkv on 3 threads";
+  std::printf("bf16 attention against the double reference: ctx %.3g, dqkv %.3g of the largest value\n", ctx_gap,
+              dqkv_gap);
 }
 
 INSTANTIATE_TEST_SUITE_P(DropoutP, CpuAttention, ::testing::Values(0.0f, 0.2f),

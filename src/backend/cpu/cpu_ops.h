@@ -58,6 +58,10 @@ class CpuOps final : public Ops {
   void count_held_bytes(int64_t delta);
   // Per-thread attention scratch of `floats_per_thread` floats each; grows, never shrinks.
   float* attention_scratch(size_t floats_per_thread);
+  // With bf16 GEMM inputs: per-thread bf16 scratch of `per_thread` values each, and x [rows, cols]
+  // (dense) converted into `copy`; null for fp32 inputs.
+  uint16_t* attention_scratch16(size_t per_thread);
+  const uint16_t* attention_bf16_copy(const float* x, int64_t rows, int64_t cols, std::vector<uint16_t>& copy);
   // C[M,N] = op(A)·op(B) + beta·C for a dense layer: in fp32, or from bf16 copies of A and B;
   // the second form takes A already in bf16 (bf16 GEMM inputs only).
   void linear_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, GemmOperand<float> B, float beta,
@@ -109,6 +113,8 @@ class CpuOps final : public Ops {
   size_t peak_bytes_ = 0;
 
   std::vector<float> attention_scratch_;     // [threads_, per-thread floats]
+  std::vector<uint16_t> attention_scratch16_;            // [threads_, per-thread values] (bf16 inputs)
+  std::vector<uint16_t> attention_a16_, attention_b16_;  // qkv's and dctx's bf16 copies (bf16 inputs)
   std::vector<int64_t> seq_probs_offset_;    // [num_seqs + 1]
   std::vector<int64_t> sumsq_chunk_start_;   // [segments + 1], first global chunk per segment
   std::vector<double> sumsq_partials_;       // [sets, total chunks]
