@@ -2,6 +2,9 @@
 // attribute, which gcc and clang both honour) and calling libmvec's variant of that width (_ZGVeN16v_* for AVX-512, _ZGVdN8v_* for
 // AVX2, _ZGVbN4v_* for SSE); the widest the CPU supports is picked on first use. The last
 // partial vector goes through a zero-padded buffer (exp, erf and tanh of 0 are harmless).
+// exp's lanes below kExpZeroBelow, where expf is exactly 0, are set to 0 without libmvec: it
+// takes a scalar path for every lane whose result is not a normal float, 5-9 ns a lane against
+// 0.3 on an AMD EPYC Zen 4, and a softmax over masked keys (-10000) has many such lanes.
 #include "backend/cpu/cpu_vector_math.h"
 
 #include <immintrin.h>
@@ -26,12 +29,19 @@ using ArrayFn = void (*)(float*, const float*, int64_t);
     }                                                     \
   }
 
+// expf(x) rounds to 0 below this (e^-104 is under half the smallest subnormal float).
+constexpr float kExpZeroBelow = -104.0f;
+
 extern "C" {
 __m128 _ZGVbN4v_expf(__m128);
 __m128 _ZGVbN4v_erff(__m128);
 __m128 _ZGVbN4v_tanhf(__m128);
 }
-BERT_VECTOR_LOOP(exp_sse, 4, _ZGVbN4v_expf, _mm_loadu_ps, _mm_storeu_ps, )
+__m128 expf_sse(__m128 x) {
+  const __m128 zero = _mm_cmplt_ps(x, _mm_set1_ps(kExpZeroBelow));
+  return _mm_andnot_ps(zero, _ZGVbN4v_expf(_mm_andnot_ps(zero, x)));
+}
+BERT_VECTOR_LOOP(exp_sse, 4, expf_sse, _mm_loadu_ps, _mm_storeu_ps, )
 BERT_VECTOR_LOOP(erf_sse, 4, _ZGVbN4v_erff, _mm_loadu_ps, _mm_storeu_ps, )
 BERT_VECTOR_LOOP(tanh_sse, 4, _ZGVbN4v_tanhf, _mm_loadu_ps, _mm_storeu_ps, )
 
@@ -41,7 +51,11 @@ BERT_TARGET_AVX2 __m256 _ZGVdN8v_expf(__m256);
 BERT_TARGET_AVX2 __m256 _ZGVdN8v_erff(__m256);
 BERT_TARGET_AVX2 __m256 _ZGVdN8v_tanhf(__m256);
 }
-BERT_VECTOR_LOOP(exp_avx2, 8, _ZGVdN8v_expf, _mm256_loadu_ps, _mm256_storeu_ps, BERT_TARGET_AVX2)
+BERT_TARGET_AVX2 __m256 expf_avx2(__m256 x) {
+  const __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(kExpZeroBelow), _CMP_LT_OQ);
+  return _mm256_andnot_ps(zero, _ZGVdN8v_expf(_mm256_andnot_ps(zero, x)));
+}
+BERT_VECTOR_LOOP(exp_avx2, 8, expf_avx2, _mm256_loadu_ps, _mm256_storeu_ps, BERT_TARGET_AVX2)
 BERT_VECTOR_LOOP(erf_avx2, 8, _ZGVdN8v_erff, _mm256_loadu_ps, _mm256_storeu_ps, BERT_TARGET_AVX2)
 BERT_VECTOR_LOOP(tanh_avx2, 8, _ZGVdN8v_tanhf, _mm256_loadu_ps, _mm256_storeu_ps, BERT_TARGET_AVX2)
 
@@ -51,7 +65,12 @@ BERT_TARGET_AVX512 __m512 _ZGVeN16v_expf(__m512);
 BERT_TARGET_AVX512 __m512 _ZGVeN16v_erff(__m512);
 BERT_TARGET_AVX512 __m512 _ZGVeN16v_tanhf(__m512);
 }
-BERT_VECTOR_LOOP(exp_avx512, 16, _ZGVeN16v_expf, _mm512_loadu_ps, _mm512_storeu_ps, BERT_TARGET_AVX512)
+BERT_TARGET_AVX512 __m512 expf_avx512(__m512 x) {
+  const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpZeroBelow), _CMP_LT_OQ);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~zero),
+                             _ZGVeN16v_expf(_mm512_maskz_mov_ps(static_cast<__mmask16>(~zero), x)));
+}
+BERT_VECTOR_LOOP(exp_avx512, 16, expf_avx512, _mm512_loadu_ps, _mm512_storeu_ps, BERT_TARGET_AVX512)
 BERT_VECTOR_LOOP(erf_avx512, 16, _ZGVeN16v_erff, _mm512_loadu_ps, _mm512_storeu_ps, BERT_TARGET_AVX512)
 BERT_VECTOR_LOOP(tanh_avx512, 16, _ZGVeN16v_tanhf, _mm512_loadu_ps, _mm512_storeu_ps, BERT_TARGET_AVX512)
 
