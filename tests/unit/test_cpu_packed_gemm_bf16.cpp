@@ -1,11 +1,12 @@
 // The reordered bf16 weights (cpu_packed_gemm_bf16.h): every element against a double loop over
-// the bf16-rounded inputs for row counts from 1 to 700, with and without bias, on 1 and 2
-// threads; the same bits when called again, also after more row counts than the primitives kept. Through CpuOps with bf16 GEMM inputs: a forward-only
+// the bf16-rounded inputs for row counts from 1 to 1,300, with and without bias, on 1 and 2
+// threads; the same bits when called again; few primitives for any number of row counts. Through CpuOps with bf16 GEMM inputs: a forward-only
 // product reorders its weights (the held bytes grow) and gives cpu_gemm_bf16's result within the
 // sums' rounding, and reads the weights as they are after weights_changed().
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -78,22 +79,29 @@ TEST_F(PackedGemmBf16, MatchesDoubleLoopOfTheRoundedInputs) {
   }
 }
 
-// More row counts than the primitives kept: each call still right, and the first row count's
-// bits the same when it comes back.
-TEST_F(PackedGemmBf16, ManyRowCounts) {
-  const int64_t N = 64, K = 96;
-  const std::vector<float> W = random_floats(N * K, 81), X = random_floats(80 * K, 82);
+// Every row count from 1 to 80 and some past 512 (multiplied 512 rows at a time, the rest padded
+// to 32): each right, few primitives made for them all, and the first row count's bits the same
+// when it comes back.
+TEST_F(PackedGemmBf16, AnyRowCountWithFewPrimitives) {
+  const int64_t N = 64, K = 96, most = 1300;
+  const std::vector<float> W = random_floats(N * K, 81), X = random_floats(most * K, 82), b = random_floats(N, 83);
   const std::vector<uint16_t> W16 = to_bf16(W), X16 = to_bf16(X);
   PackedWeightBf16 packed(W.data(), N, K, 1);
+  std::vector<int64_t> rows;
+  for (int64_t M = 1; M <= 80; ++M) rows.push_back(M);
+  const int64_t past_a_block[] = {511, 512, 513, 544, 1023, 1024, 1100, most};
+  rows.insert(rows.end(), std::begin(past_a_block), std::end(past_a_block));
   std::vector<float> first;
-  for (int64_t M = 1; M <= 80; ++M) {
+  for (int64_t M : rows) {
     std::vector<float> C(M * N);
-    packed.multiply(M, X16.data(), nullptr, C.data(), 1);
-    ASSERT_LT(worst_error({M, N, K}, C, X16, W16, nullptr), 2e-6 * K) << "M=" << M;
+    packed.multiply(M, X16.data(), b.data(), C.data(), 1);
+    ASSERT_LT(worst_error({M, N, K}, C, X16, W16, b.data()), 2e-6 * K) << "M=" << M;
     if (M == 5) first = C;
   }
+  // 32, 64, 96 for the first 80; 512, 1024 and 32-row multiples up to 512 for the rest.
+  EXPECT_LE(packed.primitives(), 12u);
   std::vector<float> C(5 * N);
-  packed.multiply(5, X16.data(), nullptr, C.data(), 1);
+  packed.multiply(5, X16.data(), b.data(), C.data(), 1);
   EXPECT_EQ(C, first);
 }
 

@@ -1,11 +1,12 @@
 // The reordered bf16 weights: W rounded to bf16 row by row (floats_to_bf16), then oneDNN's reorder
 // into the layout its matmul primitive picks for weights of this shape (format "any"); one matmul
 // primitive per number of rows, with or without bias, made on first use and kept, at most
-// kMaxPrimitives of them (an inference service with many batch shapes makes them anew).
+// kMaxPrimitives of them.
 #include "backend/cpu/cpu_packed_gemm_bf16.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -17,7 +18,12 @@
 namespace bert {
 namespace {
 
-constexpr size_t kMaxPrimitives = 32;
+// Rows are multiplied kRowBlock at a time as far as they go, and the rest padded with zero rows
+// to a multiple of kRowQuantum: a call makes at most two shapes of X, and an inference service
+// whose batches have any number of tokens (unpadded, "data.unpad") makes few primitives in all
+// (one costs 0.2-0.5 ms to make; bert-base makes about 50 for a shape).
+constexpr int64_t kRowBlock = 512, kRowQuantum = 32;
+constexpr size_t kMaxPrimitives = 48;
 
 using dnnl::memory;
 using Dims = memory::dims;
@@ -39,6 +45,8 @@ struct PackedWeightBf16::Dnnl {
   dnnl::stream stream{engine};
   memory weights;  // Wᵀ [K, N] in the matmul's layout
   std::map<std::pair<int64_t, bool>, dnnl::matmul> by_shape;  // (M, bias)
+  std::vector<uint16_t> padded_x;  // the last rows of X, padded to kRowQuantum rows
+  std::vector<float> padded_c;     // their product
 
   dnnl::matmul::primitive_desc describe(int64_t M, int64_t K, int64_t N, bool bias,
                                         const memory::desc& weights_desc) const {
@@ -73,8 +81,9 @@ PackedWeightBf16::~PackedWeightBf16() = default;
 
 size_t PackedWeightBf16::bytes() const { return dnnl_->weights.get_desc().get_size(); }
 
-void PackedWeightBf16::multiply(int64_t M, const uint16_t* X, const float* bias, float* C, int threads) {
-  if (M == 0) return;
+size_t PackedWeightBf16::primitives() const { return dnnl_->by_shape.size(); }
+
+void PackedWeightBf16::run(int64_t M, const uint16_t* X, const float* bias, float* C, int threads) {
   try {
     const auto key = std::make_pair(M, bias != nullptr);
     auto it = dnnl_->by_shape.find(key);
@@ -95,6 +104,23 @@ void PackedWeightBf16::multiply(int64_t M, const uint16_t* X, const float* bias,
   } catch (const dnnl::error& e) {
     fail(code_of(e), "cpu backend: oneDNN's bf16 matmul failed for M=", M, " N=", N_, " K=", K_, " (", e.what(), ")");
   }
+}
+
+void PackedWeightBf16::multiply(int64_t M, const uint16_t* X, const float* bias, float* C, int threads) {
+  const int64_t whole = M / kRowBlock * kRowBlock;
+  if (whole > 0) run(whole, X, bias, C, threads);
+  const int64_t rest = M - whole, padded = (rest + kRowQuantum - 1) / kRowQuantum * kRowQuantum;
+  if (rest == padded) {
+    if (rest > 0) run(rest, X + whole * K_, bias, C + whole * N_, threads);
+    return;
+  }
+  std::vector<uint16_t>& x = dnnl_->padded_x;
+  std::vector<float>& c = dnnl_->padded_c;
+  x.assign(static_cast<size_t>(padded * K_), 0);  // zero rows past the rest (bf16 bits of +0)
+  c.resize(static_cast<size_t>(padded * N_));
+  std::copy_n(X + whole * K_, rest * K_, x.begin());
+  run(padded, x.data(), bias, c.data(), threads);
+  std::copy_n(c.begin(), rest * N_, C + whole * N_);
 }
 
 }  // namespace bert

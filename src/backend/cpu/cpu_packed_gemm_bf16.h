@@ -32,8 +32,13 @@ class PackedWeightBf16 {
 
   size_t bytes() const;
   bool packs(int64_t N, int64_t K) const { return N == N_ && K == K_; }
+  // The matmul primitives kept (one per shape of X multiplied).
+  size_t primitives() const;
 
  private:
+  // One call of the primitive for M rows (made now if there is none).
+  void run(int64_t M, const uint16_t* X, const float* bias, float* C, int threads);
+
   struct Dnnl;  // oneDNN's engine, stream, the reordered copy and its primitives (cpu_packed_gemm_bf16.cpp)
 
   int64_t N_, K_;
