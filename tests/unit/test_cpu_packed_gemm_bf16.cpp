@@ -79,8 +79,8 @@ TEST_F(PackedGemmBf16, MatchesDoubleLoopOfTheRoundedInputs) {
   }
 }
 
-// Every row count from 1 to 80 and some past 512 (multiplied 512 rows at a time, the rest padded
-// to 32): each right, few primitives made for them all, and the first row count's bits the same
+// Every row count from 1 to 80 and some past 512 (the rows up to a multiple of 512 in one call,
+// the rest padded to a multiple of 32): each right, few primitives made for them all, and the first row count's bits the same
 // when it comes back.
 TEST_F(PackedGemmBf16, AnyRowCountWithFewPrimitives) {
   const int64_t N = 64, K = 96, most = 1300;

@@ -18,10 +18,11 @@
 namespace bert {
 namespace {
 
-// Rows are multiplied kRowBlock at a time as far as they go, and the rest padded with zero rows
-// to a multiple of kRowQuantum: a call makes at most two shapes of X, and an inference service
-// whose batches have any number of tokens (unpadded, "data.unpad") makes few primitives in all
-// (one costs 0.2-0.5 ms to make; bert-base makes about 50 for a shape).
+// X's rows up to the last multiple of kRowBlock are multiplied in one call, and the rest, padded
+// with zero rows to a multiple of kRowQuantum, in another: every shape is a multiple of kRowBlock
+// or of kRowQuantum below it, so an inference service whose batches have any number of tokens
+// (unpadded, "data.unpad") makes few primitives in all (one costs 0.2-0.5 ms to make; bert-base
+// makes about 50 for a shape).
 constexpr int64_t kRowBlock = 512, kRowQuantum = 32;
 constexpr size_t kMaxPrimitives = 48;
 
