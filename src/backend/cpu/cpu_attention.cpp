@@ -52,11 +52,7 @@ void task_gemm(int64_t M, int64_t N, int64_t K, GemmOperand<float> A, const uint
 }  // namespace
 
 const uint16_t* CpuOps::attention_bf16_copy(const float* x, int64_t rows, int64_t cols, std::vector<uint16_t>& copy) {
-  if (!bf16_gemm_inputs_) return nullptr;
-  copy.resize(static_cast<size_t>(rows * cols));
-#pragma omp parallel for num_threads(threads_) if (rows * cols > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) floats_to_bf16(copy.data() + r * cols, x + r * cols, cols);
-  return copy.data();
+  return bf16_gemm_inputs_ ? bf16_operand({x, cols, false}, rows, cols, copy).data : nullptr;
 }
 
 uint16_t* CpuOps::attention_scratch16(size_t per_thread) {
