@@ -10,12 +10,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_gemm.h"
+#include "bench_gemm_args.h"
 
 namespace {
 
@@ -54,23 +53,9 @@ struct LayerOperands {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int hidden = 768, rows = 512, threads = 1, layers = 24, rounds = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--model")) hidden = std::strcmp(argv[i + 1], "large") ? 768 : 1024;
-    else if (!std::strcmp(argv[i], "--rows")) rows = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: bench_dense_shapes [--model base|large] [--rows M] [--threads T] [--layers L] "
-                           "[--rounds R]\n");
-      return 2;
-    }
-  }
-  if (rows < 1 || threads < 1 || layers < 1 || rounds < 1) {
-    std::fprintf(stderr, "bench_dense_shapes: --rows, --threads, --layers and --rounds must be at least 1\n");
-    return 2;
-  }
+  GemmBenchArgs args{.rows = 512, .layers = 24, .rounds = 3};
+  if (!parse_gemm_bench_args(argc, argv, "bench_dense_shapes", args)) return 2;
+  const int hidden = args.hidden, rows = args.rows, threads = args.threads, layers = args.layers, rounds = args.rounds;
   const double sgemm_before = sgemm_gflops(threads);
   std::printf("hidden %d, %d rows, %d thread(s), %d layers' operands, best of %d rounds; SGEMM 2048³ %.1f GFLOP/s\n",
               hidden, rows, threads, layers, rounds, sgemm_before);

@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_packed_gemm.h"
 #include "backend/cpu/cpu_packed_gemm_bf16.h"
+#include "bench_gemm_args.h"
 
 namespace {
 
@@ -30,23 +29,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   using namespace bert;
-  int hidden = 768, rows = 128, threads = 1, layers = 12, rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--model")) hidden = std::strcmp(argv[i + 1], "large") ? 768 : 1024;
-    else if (!std::strcmp(argv[i], "--rows")) rows = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: bench_packed_gemm [--model base|large] [--rows M] [--threads T] [--layers L] "
-                           "[--rounds R]\n");
-      return 2;
-    }
-  }
-  if (rows < 1 || threads < 1 || layers < 1 || rounds < 1) {
-    std::fprintf(stderr, "bench_packed_gemm: --rows, --threads, --layers and --rounds must be at least 1\n");
-    return 2;
-  }
+  GemmBenchArgs args{.rows = 128, .layers = 12, .rounds = 5};
+  if (!parse_gemm_bench_args(argc, argv, "bench_packed_gemm", args)) return 2;
+  const int hidden = args.hidden, rows = args.rows, threads = args.threads, layers = args.layers, rounds = args.rounds;
   if (!packed_gemm_supported()) {
     std::printf("the packed product needs AVX-512 (oneDNN sees %s): nothing to compare\n", cpu_isa_name().c_str());
     return 0;
