@@ -14,15 +14,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_gemm.h"
-#include "bench_gemm_args.h"
+#include "bench_gemm_common.h"
 
 namespace {
 
 using bert::cpu_gemm;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::vector<float> random_matrix(size_t elems, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -36,12 +32,9 @@ double sgemm_gflops(int threads) {
   std::mt19937 rng(3);
   const std::vector<float> a = random_matrix(size_t{n} * n, rng), b = random_matrix(size_t{n} * n, rng);
   std::vector<float> c(size_t{n} * n);
-  double best = 1e30;
-  for (int r = 0; r < 4; ++r) {  // the first is a warm-up
-    const auto t0 = std::chrono::steady_clock::now();
+  const double best = best_seconds(3, [&] {
     cpu_gemm(n, n, n, 1.0f, {a.data(), n, false}, {b.data(), n, false}, 0.0f, c.data(), n, threads);
-    if (r > 0) best = std::min(best, seconds_since(t0));
-  }
+  });
   return 2.0 * n * n * n / best * 1e-9;
 }
 

@@ -17,15 +17,7 @@
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_packed_gemm.h"
 #include "backend/cpu/cpu_packed_gemm_bf16.h"
-#include "bench_gemm_args.h"
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
+#include "bench_gemm_common.h"
 
 int main(int argc, char** argv) {
   using namespace bert;

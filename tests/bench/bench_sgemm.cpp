@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_gemm.h"
 #include "core/half.h"
+#include "bench_gemm_common.h"
 
 int main(int argc, char** argv) {
   int n = 2048, threads = omp_get_num_procs(), reps = 5;
@@ -34,17 +35,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (size_t i = 0; i < elems; ++i) a[i] = u(rng), b[i] = u(rng);
-  // Best seconds of `reps` timed calls of f after one warm-up call.
-  auto best_of = [reps](auto&& f) {
-    f();
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
+  const auto best_of = [reps](auto&& f) { return best_seconds(reps, f); };
   const double flops = 2.0 * n * n * n;
   const double fp32 = best_of([&] {
     bert::cpu_gemm(n, n, n, 1.0f, {a.data(), n, false}, {b.data(), n, false}, 0.0f, c.data(), n, threads);

@@ -1,10 +1,30 @@
-// The command line shared by the GEMM benchmarks (bench_packed_gemm, bench_dense_shapes):
+// What the GEMM benchmarks share (bench_sgemm, bench_packed_gemm, bench_dense_shapes): their
+// timing helpers, and the command line of the last two:
 //   [--model base|large] [--rows M] [--threads T] [--layers L] [--rounds R]
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The best seconds of `reps` timed calls of f after one warm-up call.
+template <typename F>
+double best_seconds(int reps, F&& f) {
+  f();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
 
 struct GemmBenchArgs {
   int hidden = 768;  // --model base (768) or large (1024)
