@@ -10,19 +10,30 @@ namespace bert {
 
 constexpr int kLanes = 8;
 
-// Σ_j f(j) over [0, n) in double.
+// lane[j mod kLanes] += f(j) for j in [0, n) in order, the last n mod kLanes in lanes 0, 1, ...
 template <typename F>
-inline double lane_sum(int64_t n, F&& f) {
-  double lane[kLanes] = {};
+inline void lane_accumulate(double (&lane)[kLanes], int64_t n, F&& f) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) lane[l] += f(j + l);
   }
   for (int l = 0; j < n; ++j, ++l) lane[l] += f(j);
+}
+
+// The lanes' total, combined in a fixed tree.
+inline double lane_total(double (&lane)[kLanes]) {
   for (int width = kLanes / 2; width > 0; width /= 2) {
     for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
   }
   return lane[0];
+}
+
+// Σ_j f(j) over [0, n) in double.
+template <typename F>
+inline double lane_sum(int64_t n, F&& f) {
+  double lane[kLanes] = {};
+  lane_accumulate(lane, n, f);
+  return lane_total(lane);
 }
 
 // max_j x[j] over [0, n) (-inf when n == 0).
