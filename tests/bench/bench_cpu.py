@@ -9,7 +9,10 @@ it prints numbers and asserts none; it exits non-zero only when a part could not
   2. Training: bert-base micro-batch 8 and bert-large micro-batch 4 at sequence 128, synthetic
      padded batches (equal work on both sides): the engine in fp32 and, where the CPU multiplies
      bf16 natively, in bf16, next to PyTorch (tests/bench/bench_vs_torch.py's peer: the Hugging
-     Face definition with DLE's LAMB). Model GFLOP/s as a share of the reference SGEMM. With
+     Face definition with DLE's LAMB). Model GFLOP/s as a share of the reference SGEMM timed again
+     in each round just before the runs (the median of the rounds): a shared VM's speed drifts
+     over the hour the program runs, so a reference timed once at the start flattered or
+     understated the cases run long after it (the peer's rate moved 15-18% between runs). With
      --shards DIR (`bert-prep shards` of real text at --max-seq-length 512) also case "real":
      bert-small micro-batch 8 on those sequences, the engine without the padding (data.unpad),
      the peer padded to 512.
@@ -173,14 +176,20 @@ def python_version_of(python, module):
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def sgemm_rates(args, torch_python, threads):
+    """oneDNN's (through the engine's GEMM, with its bf16 GEMM) and OpenBLAS's SGEMM 2048³ now."""
+    ours = run_lines([os.path.join(args.build, "tests", "unit", "bench_sgemm"), "--threads", str(threads),
+                      "--bf16", "1"])[0]
+    openblas = run_lines([torch_python, os.path.abspath(__file__), "openblas", str(threads)],
+                         without_openblas_overrides(threads))[0]
+    return ours, openblas
+
+
 def machine_section(args, torch_python):
     print(f"CPU: {bench_vs_torch.cpu_model()}, {os.cpu_count()} cores ({bench_vs_torch.cpu_flags()})")
     sgemm = {}
     for threads in args.threads:
-        ours = run_lines([os.path.join(args.build, "tests", "unit", "bench_sgemm"), "--threads", str(threads),
-                          "--bf16", "1"])[0]
-        openblas = run_lines([torch_python, os.path.abspath(__file__), "openblas", str(threads)],
-                             without_openblas_overrides(threads))[0]
+        ours, openblas = sgemm_rates(args, torch_python, threads)
         best = max(ours["sgemm_gflops"], openblas["sgemm_gflops"])
         sgemm[threads] = {"onednn": ours["sgemm_gflops"], "openblas": openblas["sgemm_gflops"], "best": best,
                           "bf16": ours.get("bf16_gemm_gflops", 0.0)}
@@ -190,9 +199,10 @@ def machine_section(args, torch_python):
     return sgemm
 
 
-def training_section(args, torch_python, torch_version, sgemm, bf16):
+def training_section(args, torch_python, torch_version, bf16):
     rows = []
-    print(f"\nTraining (synthetic padded batches; peer: PyTorch {torch_version}, HF definition, DLE LAMB)")
+    print(f"\nTraining (synthetic padded batches; peer: PyTorch {torch_version}, HF definition, DLE LAMB; "
+          "of SGEMM: of the reference timed in each round beside the runs)")
     print(f"  {'case':<35} {'thr':>3} {'run':<26} {'seq/s':>8} {'GFLOP/s':>8} {'of SGEMM':>9} {'vs peer':>8} "
           f"{'vs fp32':>8} {'RSS MiB':>8}")
     for name in args.training:
@@ -207,10 +217,14 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
                 native = bench_vs_torch.engine_cmd(args.native_build, case, threads, args.steps, shards, True)
                 runs |= {label + NATIVE: native + cmd[len(engine):] for label, cmd in list(runs.items())}
             results = {label: [] for label in list(runs) + ["PyTorch fp32"]}
+            references = []  # the reference SGEMM, timed in each round beside the runs
             env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
             peer = bench_vs_torch.peer_cmd(case, threads, args.steps, shards, python=torch_python)
             try:
-                for _ in range(args.rounds):  # engine runs and the peer alternate
+                for _ in range(args.rounds):  # the reference, engine runs and the peer alternate
+                    if not shards:
+                        ours, openblas = sgemm_rates(args, torch_python, threads)
+                        references.append(max(ours["sgemm_gflops"], openblas["sgemm_gflops"]))
                     for label, cmd in runs.items():
                         results[label].append(run_lines(cmd)[-1])
                     results["PyTorch fp32"].append(run_lines(peer, env)[-1])
@@ -219,13 +233,15 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
                 print(f"  {name}, {threads} thread(s): FAILED, {str(e).splitlines()[0]}")
                 continue
             rate = {label: statistics.median(r["sequences_per_second"] for r in rs) for label, rs in results.items()}
+            reference = statistics.median(references) if references else None
             for label, rs in results.items():
                 # Real data: the engine skips the padding, so padded-equivalent FLOPs would flatter it.
                 gflops = None if shards else rate[label] * flops * 1e-9
                 row = {"section": "training", "case": f"{model} micro-batch {batch} seq {seq}"
                        + (" real" if shards else ""), "threads": threads,
                        "run": label, "sequences_per_second": rate[label], "model_gflops": gflops,
-                       "share_of_sgemm": gflops / sgemm[threads]["best"] if gflops else None,
+                       "sgemm_reference_gflops": reference,
+                       "share_of_sgemm": gflops / reference if gflops else None,
                        "vs_peer": rate[label] / rate["PyTorch fp32"],
                        "vs_fp32": rate[label] / rate["bertengine fp32"] if label.startswith("bertengine") else None,
                        "vs_default_build": rate[label] / rate[label[:-len(NATIVE)]] if label.endswith(NATIVE) else None,
@@ -236,6 +252,9 @@ def training_section(args, torch_python, torch_version, sgemm, bf16):
                 native = f"  ({row['vs_default_build']:.3f}x the default build)" if row["vs_default_build"] else ""
                 print(f"  {row['case']:<35} {threads:>3} {label:<26} {rate[label]:8.2f} {shown} "
                       f"{row['vs_peer']:7.2f}x {vs_fp32:>8} {row['peak_rss_mib']:8.0f}{native}")
+            if references:
+                print(f"  {'':<35} {threads:>3} reference SGEMM in its rounds: "
+                      + ", ".join(f"{r:.1f}" for r in references) + " GFLOP/s")
     return rows
 
 
@@ -362,7 +381,7 @@ def main():
     bf16 = all(rates["bf16"] > 0 for rates in sgemm.values())  # bench_sgemm times bf16 where the CPU has it
     if not bf16:
         print("bf16: this CPU has no native bf16 (AVX512-BF16 or AMX): fp32 rows only")
-    rows = training_section(args, torch_python, python_version_of(torch_python, "torch"), sgemm, bf16)
+    rows = training_section(args, torch_python, python_version_of(torch_python, "torch"), bf16)
     rows += inference_section(args, bf16)
     summary = {"cpu": bench_vs_torch.cpu_model(), "sgemm": sgemm, "rows": rows}
     if args.json:

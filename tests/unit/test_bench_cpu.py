@@ -1,8 +1,8 @@
 """tests/bench/bench_cpu.py --short still works (CI's check of the CPU benchmark; it asserts no
 timing): every part runs, each row it prints is a positive measurement, the engine and its peers
 ran the same model (fp32 logits equal ONNX Runtime's within 1e-5, bf16 within 1e-2 where the CPU
-has bf16), batch 1 is timed call by call (p50 <= p99), and the machine section names a reference
-SGEMM; --native-build adds the second build's training rows with their ratio to the default's
+has bf16), batch 1 is timed call by call (p50 <= p99), the machine section names a reference
+SGEMM and each training row the reference timed in its own rounds, which its share is of; --native-build adds the second build's training rows with their ratio to the default's
 (the same build directory stands in for it here); case 'real' without --shards is refused by name. Skips (77) without transformers in /usr/bin/python3 (the ONNX export needs it).
 
 usage: test_bench_cpu.py BUILD_DIR"""
@@ -40,6 +40,8 @@ def main():
     assert {r["run"] for r in training} == expected, training
     for r in training:
         assert r["sequences_per_second"] > 0 and r["model_gflops"] > 0 and r["peak_rss_mib"] > 0, r
+        assert r["sgemm_reference_gflops"] > 0, r  # timed in the case's own rounds
+        assert abs(r["share_of_sgemm"] - r["model_gflops"] / r["sgemm_reference_gflops"]) < 1e-12, r
         assert (r["vs_default_build"] is not None and r["vs_default_build"] > 0) == r["run"].endswith(" -Dnative"), r
     inference = [r for r in summary["rows"] if r["section"] == "inference"]
     engines = {r["engine"] for r in inference}
