@@ -12,8 +12,8 @@ it prints numbers and asserts none; it exits non-zero only when a part could not
      Face definition with DLE's LAMB). Model GFLOP/s as a share of the reference SGEMM timed again
      in each round just before the runs (the median of the rounds): a shared VM's speed drifts
      over the hour the program runs, so a reference timed once at the start flattered or
-     understated the cases run long after it (the peer's rate moved by up to 18% between runs). With
-     --shards DIR (`bert-prep shards` of real text at --max-seq-length 512) also case "real":
+     understated the cases run long after it (the peer's rate moved by up to 18% between
+     runs). With --shards DIR (`bert-prep shards` of real text at --max-seq-length 512) also case "real":
      bert-small micro-batch 8 on those sequences, the engine without the padding (data.unpad),
      the peer padded to 512.
   3. Inference: a bert-base sequence classifier (Hugging Face BertForSequenceClassification,
