@@ -2,8 +2,10 @@
 timing): every part runs, each row it prints is a positive measurement, the engine and its peers
 ran the same model (fp32 logits equal ONNX Runtime's within 1e-5, bf16 within 1e-2 where the CPU
 has bf16), batch 1 is timed call by call (p50 <= p99), the machine section names a reference
-SGEMM and each training row the reference timed in its own rounds, which its share is of; --native-build adds the second build's training rows with their ratio to the default's
-(the same build directory stands in for it here); case 'real' without --shards is refused by name. Skips (77) without transformers in /usr/bin/python3 (the ONNX export needs it).
+SGEMM and each training row the reference timed in its own rounds, which its share is of;
+--native-build adds the second build's training rows with their ratio to the default's (the same
+build directory stands in for it here); case 'real' without --shards is refused by name. Skips
+(77) without transformers in /usr/bin/python3 (the ONNX export needs it).
 
 usage: test_bench_cpu.py BUILD_DIR"""
 import json
