@@ -94,8 +94,9 @@ __attribute__((always_inline)) inline void adam_round_with_sums(
 // The Adam direction over n elements with LAMB's Σ param² and Σ update² of the chunk in the same
 // loop, each summed as sumsq_chunk sums (lane_accumulate's lanes, lane_total's tree), so bit for
 // bit the same: one pass over the chunk instead of three (the direction of a bert-base step:
-// 114 -> 102-104 ms on 2 threads of a Xeon VM). Restrict-qualified rounds: bert-large's direction
-// 88 -> 70 ms per 64 Mi elements on one thread of an AMD EPYC (Zen 4), against 57 without sums.
+// 114 -> 102-104 ms on 2 threads of a Xeon VM). With restrict-qualified rounds, 64 Mi elements
+// on one thread of an AMD EPYC (Zen 4) took 70 ms instead of 88 (57 without the sums); the tail
+// of fewer than kLanes elements is the round's body on the struct's pointers.
 BERT_CPU_CLONES_EXACT
 void adam_chunk_with_sums(const AdamScalars s, const AdamArrays a, int64_t n, double* param_sumsq,
                           double* update_sumsq) {
