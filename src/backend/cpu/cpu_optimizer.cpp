@@ -59,30 +59,22 @@ struct AdamScalars {
   }
 };
 
-// The arrays of one segment's chunk, from its first element.
-struct AdamArrays {
-  float* update;
-  float* m;
-  float* v;
-  const float* grad;
-  const float* param;
-};
-
 // The Adam direction over n elements. The arrays come in as restrict-qualified parameters (here
-// and in adam_round_with_sums): read through a struct's pointers, the loops were versioned for
-// aliasing with a run-time check on every round.
+// and in adam_lanes_with_sums): read through a struct's pointers, the loops were versioned for
+// aliasing with a run-time check on every round of lanes.
 BERT_CPU_CLONES_EXACT
 void adam_chunk(const AdamScalars s, float* __restrict update, float* __restrict m, float* __restrict v,
                 const float* __restrict grad, const float* __restrict param, int64_t n) {
   for (int64_t i = 0; i < n; ++i) update[i] = s.step(grad[i], m[i], v[i], param[i]);
 }
 
-// The Adam direction over kLanes elements, with param² and update² added to lane l for element l.
-__attribute__((always_inline)) inline void adam_round_with_sums(
+// The Adam direction over count ≤ kLanes elements, with param² and update² added to lane l for
+// element l.
+__attribute__((always_inline)) inline void adam_lanes_with_sums(
     const AdamScalars& s, float* __restrict update, float* __restrict m, float* __restrict v,
-    const float* __restrict grad, const float* __restrict param, double* __restrict p_lane,
+    const float* __restrict grad, const float* __restrict param, int count, double* __restrict p_lane,
     double* __restrict u_lane) {
-  for (int l = 0; l < kLanes; ++l) {
+  for (int l = 0; l < count; ++l) {
     const float u = s.step(grad[l], m[l], v[l], param[l]);
     update[l] = u;
     const double p = param[l], ud = u;
@@ -95,23 +87,17 @@ __attribute__((always_inline)) inline void adam_round_with_sums(
 // loop, each summed as sumsq_chunk sums (lane_accumulate's lanes, lane_total's tree), so bit for
 // bit the same: one pass over the chunk instead of three (the direction of a bert-base step:
 // 114 -> 102-104 ms on 2 threads of a Xeon VM). With restrict-qualified rounds, 64 Mi elements
-// on one thread of an AMD EPYC (Zen 4) took 70 ms instead of 88 (57 without the sums); the tail
-// of fewer than kLanes elements is the round's body on the struct's pointers.
+// on one thread of an AMD EPYC (Zen 4) took 70 ms instead of 88 (57 without the sums).
 BERT_CPU_CLONES_EXACT
-void adam_chunk_with_sums(const AdamScalars s, const AdamArrays a, int64_t n, double* param_sumsq,
-                          double* update_sumsq) {
+void adam_chunk_with_sums(const AdamScalars s, float* __restrict update, float* __restrict m, float* __restrict v,
+                          const float* __restrict grad, const float* __restrict param, int64_t n,
+                          double* param_sumsq, double* update_sumsq) {
   double p_lane[kLanes] = {}, u_lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    adam_round_with_sums(s, a.update + i, a.m + i, a.v + i, a.grad + i, a.param + i, p_lane, u_lane);
+    adam_lanes_with_sums(s, update + i, m + i, v + i, grad + i, param + i, kLanes, p_lane, u_lane);
   }
-  for (int l = 0; i < n; ++i, ++l) {
-    const float u = s.step(a.grad[i], a.m[i], a.v[i], a.param[i]);
-    a.update[i] = u;
-    const double p = a.param[i], ud = u;
-    p_lane[l] += p * p;
-    u_lane[l] += ud * ud;
-  }
+  adam_lanes_with_sums(s, update + i, m + i, v + i, grad + i, param + i, static_cast<int>(n - i), p_lane, u_lane);
   *param_sumsq = lane_total(p_lane);
   *update_sumsq = lane_total(u_lane);
 }
@@ -171,11 +157,13 @@ void CpuOps::adam_direction_impl(const AdamDirectionArgs& a) {
     const ParamSegment& seg = a.segs[k.segment];
     const AdamScalars scalars(a.args, seg.weight_decay);
     const int64_t at = seg.offset + k.begin, n = k.end - k.begin;
-    const AdamArrays arrays{a.update + at, a.m + at, a.v + at, a.grad + at, a.param + at};
+    float *update = a.update + at, *m = a.m + at, *v = a.v + at;
+    const float *grad = a.grad + at, *param = a.param + at;
     if (a.host_sumsq) {
-      adam_chunk_with_sums(scalars, arrays, n, &sumsq_partials_[c], &sumsq_partials_[total_chunks + c]);
+      adam_chunk_with_sums(scalars, update, m, v, grad, param, n, &sumsq_partials_[c],
+                           &sumsq_partials_[total_chunks + c]);
     } else {
-      adam_chunk(scalars, arrays.update, arrays.m, arrays.v, arrays.grad, arrays.param, n);
+      adam_chunk(scalars, update, m, v, grad, param, n);
     }
   }
   if (a.host_sumsq) finish_sumsq(a.host_sumsq, a.segs.size(), 2);
